@@ -65,6 +65,10 @@ VG_API void vg_unlock(void);
 VG_API const vgpu_profile_t *vg_profile(int dev);
 VG_API int vg_current_device(void);             /* per thread */
 VG_API cudaError_t vg_set_device(int dev);
+/* Whether a device's primary context is active: any use of the device (selecting it,
+ * allocating or issuing work on it, retaining its context) activates it. */
+VG_API void vg_device_activate(int dev);
+VG_API int vg_device_active(int dev);
 /* Per-thread last error (cudaGetLastError semantics) and per-device sticky error. */
 VG_API cudaError_t vg_record_error(cudaError_t e); /* stores e if != success, returns e */
 VG_API cudaError_t vg_get_last_error(int reset);
@@ -98,6 +102,15 @@ VG_API int vg_mem_find(const void *p, size_t len, vg_alloc_info_t *info);
 VG_API cudaError_t vg_pool_alloc(void **p, size_t size, cudaStream_t s);
 VG_API cudaError_t vg_pool_free(void *p, cudaStream_t s);
 VG_API void vg_mem_usage(int dev, size_t *now, size_t *peak);
+/* The default pool's statistics (cudaMemPoolAttr*) and the device memory held in all. */
+typedef struct vg_pool_stats {
+    size_t device_reserved;   /* every kind, live + cached: what cudaMemGetInfo subtracts */
+    size_t reserved, reserved_peak, used, used_peak; /* the pool alone */
+} vg_pool_stats_t;
+VG_API void vg_pool_stats(int dev, vg_pool_stats_t *st);
+VG_API void vg_pool_reset_peak(int dev, int reserved); /* high watermark := current */
+/* Releases cached pool blocks until at most keep bytes stay (cudaMemPoolTrimTo). */
+VG_API void vg_pool_trim(int dev, size_t keep);
 
 /* ---- operations ---- */
 typedef enum {
@@ -227,6 +240,11 @@ VG_API double vg_cost_gemm(const vgpu_profile_t *p, double m, double n, double k
                            double batch, int dtype_bits);
 VG_API double vg_cost_mem(const vgpu_profile_t *p, double bytes_read_plus_written);
 VG_API double vg_cost_copy(const vgpu_profile_t *p, double bytes, int kind);
+
+/* ---- NCCL ---- */
+/* libnccl installs how a unique id is marked for representative mode; vgpu_nccl_represent
+ * (vgpu.h, in the core so programs need only libvgpu) calls it. */
+VG_API void vg_nccl_set_represent_hook(int (*fn)(void *id, int base, int stride));
 
 /* ---- kernels (registry behind vgpu_register_kernel) ---- */
 typedef struct vg_kernel {

@@ -55,6 +55,7 @@ typedef struct vg_device {
     uint64_t pending;           /* issued, not completed */
     double last_end;            /* completion time of the latest completed op */
     cudaError_t sticky;
+    int active;                 /* primary context in use (atomic) */
     vgpu_counters_t ctr;
 } vg_device_t;
 

@@ -165,7 +165,22 @@ cudaError_t vg_set_device(int dev)
         return cudaErrorInvalidDevice;
     }
     tls_dev = dev;
+    vg_device_activate(dev);
     return cudaSuccess;
+}
+
+void vg_device_activate(int dev)
+{
+    vg__ensure_init();
+    if (dev >= 0 && dev < vg_g.ndev) {
+        __atomic_store_n(&vg_g.dev[dev].active, 1, __ATOMIC_RELAXED);
+    }
+}
+
+int vg_device_active(int dev)
+{
+    vg__ensure_init();
+    return dev >= 0 && dev < vg_g.ndev && __atomic_load_n(&vg_g.dev[dev].active, __ATOMIC_RELAXED);
 }
 
 cudaError_t vg_record_error(cudaError_t e)
@@ -252,4 +267,21 @@ VG_API void vgpu_counters_reset(void)
         memset(&vg_g.dev[i].ctr, 0, sizeof vg_g.dev[i].ctr);
     }
     vg_unlock();
+}
+
+static int (*represent_hook)(void *, int, int);
+
+void vg_nccl_set_represent_hook(int (*fn)(void *, int, int))
+{
+    __atomic_store_n(&represent_hook, fn, __ATOMIC_RELEASE);
+}
+
+VG_API int vgpu_nccl_represent(void *id, int base_global_rank, int stride)
+{
+    int (*fn)(void *, int, int) = __atomic_load_n(&represent_hook, __ATOMIC_ACQUIRE);
+    if (!fn) {
+        vg_msg("vgpu_nccl_represent: the vgpu's libnccl.so.2 is not loaded");
+        return -1;
+    }
+    return fn(id, base_global_rank, stride);
 }

@@ -106,7 +106,8 @@ cudaError_t vg_launch(const void *func, dim3 grid, dim3 block, void **args, size
         return cudaErrorInvalidDeviceFunction;
     }
     if (!grid.x || !grid.y || !grid.z || !block.x || !block.y || !block.z ||
-        (unsigned long)block.x * block.y * block.z > 1024 || grid.y > 65535 || grid.z > 65535) {
+        (unsigned long)block.x * block.y * block.z > 1024 || block.x > 1024 || block.y > 1024 ||
+        block.z > 64 || grid.y > 65535 || grid.z > 65535) {
         return cudaErrorInvalidConfiguration;
     }
     if (k->d.nparams && !args) {
@@ -130,9 +131,7 @@ cudaError_t vg_launch(const void *func, dim3 grid, dim3 block, void **args, size
                            .args = p->argv, .nargs = k->d.nparams, .prof = vg_profile(op->dev)};
     snprintf(op->name, sizeof op->name, "%.63s", k->name);
     double frac = 1.0;
-    double cost = k->d.cost ? k->d.cost(&p->l, &frac) : 0;
-    double floor_ns = p->l.prof->kernel_min_us * 1e3;
-    op->solo_ns = cost > floor_ns ? cost : floor_ns;
+    op->solo_ns = k->d.cost ? k->d.cost(&p->l, &frac) : p->l.prof->kernel_min_us * 1e3;
     op->sm_fraction = frac > 0 && frac <= 1 ? frac : 1.0;
     if (k->d.footprint) {
         vgpu_range_t r[VGPU_MAX_RANGES];

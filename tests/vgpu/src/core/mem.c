@@ -21,8 +21,7 @@
 
 #define VG_TOMBSTONES 8192
 #define VG_POOL_ROUND 512
-#define VG_MMAP_MIN (1u << 20)
-#define VG_RESERVE_CHUNK (64ull << 30)
+#define VG_RESERVE_CHUNK (64ull << 30) /* address space only (MAP_NORESERVE) */
 
 typedef struct vg_alloc {
     uintptr_t base;
@@ -33,7 +32,6 @@ typedef struct vg_alloc {
     int live;          /* 0: freed (tombstone or pooled) */
     int pooled;        /* in a device's pool free list */
     uint64_t gen;      /* pool: bumped at each reuse, so a stale free is a no-op */
-    int mapped;        /* backing from mmap (else malloc, or none in timing-only) */
     cudaStream_t free_stream;
     vg_op_t *free_op;  /* pooled: the cudaFreeAsync op, reference held */
 } vg_alloc_t;
@@ -41,8 +39,10 @@ typedef struct vg_alloc {
 typedef struct vg_pool_state {
     vg_alloc_t **free;   /* pooled blocks */
     int nfree, cap;
-    size_t reserved;     /* live + pooled device bytes */
-    size_t live, peak;
+    size_t reserved;     /* device bytes held: live allocations of every kind + pooled */
+    size_t live, peak;   /* device bytes in live allocations, all kinds (counters) */
+    size_t pool_reserved, pool_reserved_peak; /* the default pool: in use + cached */
+    size_t pool_used, pool_used_peak;         /* the default pool: in use */
 } vg_pool_state_t;
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -52,7 +52,7 @@ static vg_alloc_t *tomb[VG_TOMBSTONES];
 static size_t ntomb, tomb_next;
 static uint64_t serial;
 static vg_pool_state_t pools[VG_MAX_DEVICES];
-/* Timing-only address space: reserved, never backed. */
+/* Address space for every allocation: reserved PROT_NONE, made accessible per allocation. */
 static uintptr_t rsv_next, rsv_end;
 
 /* Index of the last record with base <= p, or -1. */
@@ -115,13 +115,13 @@ static void tab_insert(vg_alloc_t *a)
     ntab++;
 }
 
+/* Gives the pages back but keeps the addresses reserved, so a tombstone never aliases memory
+ * the host allocator hands out later (a pointer into it is then a true use after free). */
 static void release_backing(vg_alloc_t *a)
 {
-    if (a->mapped) {
-        munmap((void *)a->base, a->size);
-    } else if (a->kind == VG_MEM_HOST || !vg_config()->timing_only) {
-        free((void *)a->base);
-    }
+    size_t len = (a->size + 4095) & ~(size_t)4095;
+    mmap((void *)a->base, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+         -1, 0);
 }
 
 /* Makes a a tombstone; the oldest tombstone beyond the limit leaves the table. */
@@ -159,23 +159,16 @@ static void *reserve(size_t size)
     return r;
 }
 
-static void *backing(size_t size, vg_mem_kind_t kind, int *mapped)
+/* Every allocation gets fresh addresses from the reservation; real pages unless the memory
+ * is device memory in timing-only mode. Zero-filled (deterministic contents). */
+static void *backing(size_t size, vg_mem_kind_t kind)
 {
-    *mapped = 0;
-    if (kind != VG_MEM_HOST && vg_config()->timing_only) {
-        return reserve(size);
+    void *p = reserve(size);
+    if (!p || (kind != VG_MEM_HOST && vg_config()->timing_only)) {
+        return p;
     }
-    if (size >= VG_MMAP_MIN) {
-        void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        *mapped = 1;
-        return p == MAP_FAILED ? NULL : p;
-    }
-    void *p = NULL;
-    if (posix_memalign(&p, 256, size)) {
-        return NULL;
-    }
-    memset(p, 0, size); /* deterministic contents: a program that reads garbage repeats */
-    return p;
+    size_t len = (size + 4095) & ~(size_t)4095;
+    return mprotect(p, len, PROT_READ | PROT_WRITE) ? NULL : p;
 }
 
 static int counts_on_device(vg_mem_kind_t k) { return k == VG_MEM_DEVICE || k == VG_MEM_POOL || k == VG_MEM_MANAGED; }
@@ -188,28 +181,38 @@ static void account(vg_alloc_t *a, int sign)
     vg_pool_state_t *ps = &pools[a->dev];
     if (sign > 0) {
         ps->live += a->size;
-        if (ps->live > ps->peak) {
-            ps->peak = ps->live;
-        }
+        ps->peak = ps->live > ps->peak ? ps->live : ps->peak;
     } else {
         ps->live -= a->size;
     }
+    if (a->kind == VG_MEM_POOL) {
+        if (sign > 0) {
+            ps->pool_used += a->size;
+            ps->pool_used_peak = ps->pool_used > ps->pool_used_peak ? ps->pool_used : ps->pool_used_peak;
+        } else {
+            ps->pool_used -= a->size;
+        }
+    }
 }
 
-/* Gives every pooled block of dev back (releases its backing). mem_lock held. */
+/* Releases pooled blocks whose free has executed until at most keep bytes of the pool stay
+ * cached (blocks still awaiting their stream-ordered free are in use by the device). */
 static size_t pool_trim(int dev, size_t keep)
 {
     vg_pool_state_t *ps = &pools[dev];
     size_t freed = 0;
-    while (ps->nfree > 0 && ps->reserved - ps->live > keep) {
-        vg_alloc_t *a = ps->free[--ps->nfree];
+    for (int i = ps->nfree - 1; i >= 0 && ps->pool_reserved - ps->pool_used > keep; i--) {
+        vg_alloc_t *a = ps->free[i];
+        if (__atomic_load_n(&a->free_op->state, __ATOMIC_ACQUIRE) != VG_ST_DONE) {
+            continue;
+        }
+        ps->free[i] = ps->free[--ps->nfree];
         a->pooled = 0;
         ps->reserved -= a->size;
+        ps->pool_reserved -= a->size;
         freed += a->size;
-        if (a->free_op) {
-            vg__op_unref(a->free_op);
-            a->free_op = NULL;
-        }
+        vg__op_unref(a->free_op);
+        a->free_op = NULL;
         release_backing(a);
         tombstone(a);
     }
@@ -226,8 +229,9 @@ static cudaError_t alloc_record(void **p, size_t size, vg_mem_kind_t kind, int d
             return cudaErrorMemoryAllocation;
         }
     }
+    vg_device_activate(dev);
     vg_alloc_t *a = calloc(1, sizeof *a);
-    void *mem = a ? backing(size, kind, &a->mapped) : NULL;
+    void *mem = a ? backing(size, kind) : NULL;
     if (!mem) {
         free(a);
         return cudaErrorMemoryAllocation;
@@ -241,6 +245,12 @@ static cudaError_t alloc_record(void **p, size_t size, vg_mem_kind_t kind, int d
     tab_insert(a);
     if (counts_on_device(kind)) {
         ps->reserved += size;
+    }
+    if (kind == VG_MEM_POOL) {
+        ps->pool_reserved += size;
+        if (ps->pool_reserved > ps->pool_reserved_peak) {
+            ps->pool_reserved_peak = ps->pool_reserved;
+        }
     }
     account(a, +1);
     *p = mem;
@@ -278,6 +288,9 @@ cudaError_t vg_mem_free(void *p, vg_mem_kind_t kind)
     account(a, -1);
     if (counts_on_device(a->kind)) {
         pools[a->dev].reserved -= a->size;
+    }
+    if (a->kind == VG_MEM_POOL) {
+        pools[a->dev].pool_reserved -= a->size;
     }
     release_backing(a);
     tombstone(a);
@@ -428,8 +441,6 @@ cudaError_t vg_pool_free(void *p, cudaStream_t s)
     return cudaSuccess;
 }
 
-/* Releases pooled blocks until at most keep bytes stay cached (cudaMemPoolTrimTo). */
-VG_API void vg_pool_trim(int dev, size_t keep);
 void vg_pool_trim(int dev, size_t keep)
 {
     vg_lock();
@@ -439,12 +450,24 @@ void vg_pool_trim(int dev, size_t keep)
     vg_unlock();
 }
 
-VG_API void vg_pool_stats(int dev, size_t *reserved, size_t *used);
-void vg_pool_stats(int dev, size_t *reserved, size_t *used)
+void vg_pool_stats(int dev, vg_pool_stats_t *st)
 {
     pthread_mutex_lock(&mem_lock);
-    *reserved = pools[dev].reserved;
-    *used = pools[dev].live;
+    const vg_pool_state_t *ps = &pools[dev];
+    *st = (vg_pool_stats_t){ps->reserved, ps->pool_reserved, ps->pool_reserved_peak,
+                            ps->pool_used, ps->pool_used_peak};
+    pthread_mutex_unlock(&mem_lock);
+}
+
+void vg_pool_reset_peak(int dev, int reserved)
+{
+    pthread_mutex_lock(&mem_lock);
+    vg_pool_state_t *ps = &pools[dev];
+    if (reserved) {
+        ps->pool_reserved_peak = ps->pool_reserved;
+    } else {
+        ps->pool_used_peak = ps->pool_used;
+    }
     pthread_mutex_unlock(&mem_lock);
 }
 

@@ -37,17 +37,20 @@ static void copy_exec(vg_op_t *op)
     }
 }
 
-/* 1 device-visible (range declared), 0 pageable host, -1 invalid. */
+/* Declares the range of one side of a copy: 2 device memory, 1 pinned host memory (both
+ * device-visible), 0 pageable host memory, -1 invalid (freed, or running past an end). */
 static int side(const void *p, size_t span, int must_be_device, vg_op_t *op, int write)
 {
-    int f = vg_mem_find(p, span, NULL);
-    if (f < 0 || (f == 0 && must_be_device) || (f == 0 && vg_mem_find(p, 1, NULL) != 0)) {
+    vg_alloc_info_t info;
+    int f = vg_mem_find(p, span, &info);
+    if (f < 0 || (f == 0 && (must_be_device || vg_mem_find(p, 1, NULL) != 0))) {
         return -1;
     }
-    if (f == 1) {
-        vg_op_add_range(op, p, span, write);
+    if (f == 0) {
+        return 0;
     }
-    return f;
+    vg_op_add_range(op, p, span, write);
+    return info.kind == VG_MEM_HOST ? 1 : 2;
 }
 
 cudaError_t vg_memcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
@@ -70,10 +73,11 @@ cudaError_t vg_memcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch
         vg_op_discard(op);
         return cudaErrorInvalidValue;
     }
-    enum cudaMemcpyKind eff = dk && sk ? cudaMemcpyDeviceToDevice
-                              : dk      ? cudaMemcpyHostToDevice
-                              : sk      ? cudaMemcpyDeviceToHost
-                                        : cudaMemcpyHostToHost;
+    /* The direction follows where the bytes are, whatever kind says (UVA semantics). */
+    enum cudaMemcpyKind eff = dk == 2 && sk == 2 ? cudaMemcpyDeviceToDevice
+                              : dk == 2          ? cudaMemcpyHostToDevice
+                              : sk == 2          ? cudaMemcpyDeviceToHost
+                                                 : cudaMemcpyHostToHost;
     copy_payload_t *c = vg_op_payload(op, sizeof *c);
     op->release = copy_release;
     *c = (copy_payload_t){dst, src, width, height, dpitch, spitch, NULL};
@@ -95,7 +99,7 @@ cudaError_t vg_memcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch
              eff == cudaMemcpyHostToDevice ? "HtoD" : eff == cudaMemcpyDeviceToHost ? "DtoH"
              : eff == cudaMemcpyDeviceToDevice ? "DtoD" : "HtoH", width * height);
     cudaError_t e = vg_submit_unchecked(s, op);
-    if (e == cudaSuccess && (blocking || (!dk && eff != cudaMemcpyHostToHost))) {
+    if (e == cudaSuccess && (blocking || (dk == 0 && eff == cudaMemcpyDeviceToHost))) {
         e = vg_stream_sync(s); /* pageable destination: returns when the copy is done */
     }
     return e;

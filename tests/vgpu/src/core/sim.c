@@ -139,6 +139,7 @@ static int queue_has_room(void *arg)
 void vg__sim_enqueue(vg_stream_t *s, vg_op_t *op)
 {
     vg_device_t *d = vg__dev(s->dev);
+    d->active = 1;
     vg_g.host_ns += d->prof.launch_us * 1000.0;
     op->t_issue = vg_g.host_ns;
     op->seq = ++vg_g.seq;
@@ -291,6 +292,14 @@ static void complete_op(vg_device_t *d, vg_op_t *op)
     }
     __atomic_store_n(&op->state, VG_ST_DONE, __ATOMIC_RELEASE);
     vg__trace_op(op);
+    vg_stream_t *s = op->stream;
+    if (s->destroyed && s->last == op) {
+        /* A stream destroyed with work pending lives until that work is done. Completed ops
+         * that outlive it (an event's last record) never look at their stream again. */
+        s->last = NULL;
+        vg__op_unref(op);
+        free(s);
+    }
     vg__op_unref(op); /* the queue's reference */
 }
 

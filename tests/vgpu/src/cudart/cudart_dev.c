@@ -28,7 +28,7 @@ VG_API const char *cudaGetErrorName(cudaError_t e)
             return err_tab[i].name;
         }
     }
-    return "cudaErrorUnknown";
+    return "unrecognized error code";
 }
 
 VG_API const char *cudaGetErrorString(cudaError_t e)

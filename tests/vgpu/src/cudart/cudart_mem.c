@@ -10,8 +10,6 @@
 
 #include "cudart.h"
 
-VG_API void vg_pool_trim(int dev, size_t keep);
-VG_API void vg_pool_stats(int dev, size_t *reserved, size_t *used);
 
 VG_API cudaError_t cudaMalloc(void **p, size_t n) { RET(vg_mem_alloc(p, n, VG_MEM_DEVICE, vg_current_device())); }
 
@@ -58,12 +56,13 @@ VG_API cudaError_t cudaHostGetDevicePointer(void **d, void *h, unsigned flags)
 
 VG_API cudaError_t cudaMemGetInfo(size_t *freeb, size_t *total)
 {
-    size_t reserved, used;
+    if (!freeb || !total) RET(cudaErrorInvalidValue);
+    vg_pool_stats_t st;
     int d = vg_current_device();
-    vg_pool_stats(d, &reserved, &used);
+    vg_pool_stats(d, &st);
     size_t cap = vg_profile(d)->mem_bytes;
-    if (freeb) *freeb = cap > reserved ? cap - reserved : 0;
-    if (total) *total = cap;
+    *freeb = cap > st.device_reserved ? cap - st.device_reserved : 0;
+    *total = cap;
     return cudaSuccess;
 }
 
@@ -165,7 +164,8 @@ VG_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t p, enum cudaMemPoolAttr
     case cudaMemPoolReuseFollowEventDependencies: case cudaMemPoolReuseAllowOpportunistic:
     case cudaMemPoolReuseAllowInternalDependencies: break; /* reuse policy is fixed, see mem.c */
     case cudaMemPoolAttrReservedMemHigh: case cudaMemPoolAttrUsedMemHigh:
-        if (*(unsigned long long *)v) RET(cudaErrorInvalidValue);
+        if (*(unsigned long long *)v) RET(cudaErrorInvalidValue); /* only a reset is allowed */
+        vg_pool_reset_peak(d, a == cudaMemPoolAttrReservedMemHigh);
         break;
     default: RET(cudaErrorInvalidValue);
     }
@@ -176,16 +176,16 @@ VG_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t p, enum cudaMemPoolAttr
 {
     int d = pool_dev(p);
     if (d < 0 || !v) RET(cudaErrorInvalidValue);
-    size_t reserved, used, now, peak;
-    vg_pool_stats(d, &reserved, &used);
-    vg_mem_usage(d, &now, &peak);
+    vg_pool_stats_t st;
+    vg_pool_stats(d, &st);
     switch (a) {
     case cudaMemPoolAttrReleaseThreshold: *(unsigned long long *)v = pool_threshold[d]; break;
     case cudaMemPoolReuseFollowEventDependencies: case cudaMemPoolReuseAllowOpportunistic:
     case cudaMemPoolReuseAllowInternalDependencies: *(int *)v = 1; break;
-    case cudaMemPoolAttrReservedMemCurrent: *(unsigned long long *)v = reserved; break;
-    case cudaMemPoolAttrUsedMemCurrent: *(unsigned long long *)v = used; break;
-    case cudaMemPoolAttrReservedMemHigh: case cudaMemPoolAttrUsedMemHigh: *(unsigned long long *)v = peak; break;
+    case cudaMemPoolAttrReservedMemCurrent: *(unsigned long long *)v = st.reserved; break;
+    case cudaMemPoolAttrUsedMemCurrent: *(unsigned long long *)v = st.used; break;
+    case cudaMemPoolAttrReservedMemHigh: *(unsigned long long *)v = st.reserved_peak; break;
+    case cudaMemPoolAttrUsedMemHigh: *(unsigned long long *)v = st.used_peak; break;
     default: RET(cudaErrorInvalidValue);
     }
     return cudaSuccess;

@@ -128,6 +128,7 @@ VG_API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
 /* ---- contexts: one primary context per device; its handle is the device's slot ---- */
 
 static char ctx_slots[32];
+static __thread int tls_unbound; /* cuCtxSetCurrent(NULL) was the last binding call */
 
 static CUcontext ctx_of(int d) { return (CUcontext)(void *)&ctx_slots[d]; }
 
@@ -144,6 +145,7 @@ VG_API CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d)
     if (!c) return CUDA_ERROR_INVALID_VALUE;
     if (d < 0 || d >= ndev()) return CUDA_ERROR_INVALID_DEVICE;
     *c = ctx_of(d);
+    vg_device_activate(d);
     return CUDA_SUCCESS;
 }
 
@@ -156,22 +158,27 @@ VG_API CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *flags, int *act
     if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
     if (d < 0 || d >= ndev()) return CUDA_ERROR_INVALID_DEVICE;
     *flags = 0;
-    *active = 1;
+    *active = vg_device_active(d);
     return CUDA_SUCCESS;
 }
 
 VG_API CUresult cuCtxGetCurrent(CUcontext *c)
 {
     if (!c) return CUDA_ERROR_INVALID_VALUE;
-    *c = ctx_of(vg_current_device());
+    *c = tls_unbound ? NULL : ctx_of(vg_current_device());
     return CUDA_SUCCESS;
 }
 
 VG_API CUresult cuCtxSetCurrent(CUcontext c)
 {
-    if (!c) return CUDA_SUCCESS; /* unbinding: the next call binds the primary context again */
+    if (!c) {
+        tls_unbound = 1; /* the runtime binds the primary context again on its next call */
+        return CUDA_SUCCESS;
+    }
     int d = dev_of(c);
-    return d < 0 ? CUDA_ERROR_INVALID_CONTEXT : cu(vg_set_device(d));
+    if (d < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    tls_unbound = 0;
+    return cu(vg_set_device(d));
 }
 
 VG_API CUresult cuCtxPushCurrent_v2(CUcontext c) { return cuCtxSetCurrent(c); }

@@ -65,15 +65,15 @@ VG_API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *p, size_t n, CUstream s) { ret
 VG_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s);
 VG_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream s) { return cuMemFreeAsync(p, (CUstream)ptsz(s)); }
 
-VG_API void vg_pool_stats(int dev, size_t *reserved, size_t *used);
 VG_API CUresult cuMemGetInfo_v2(size_t *f, size_t *t)
 {
-    size_t reserved, used;
+    if (!f || !t) return CUDA_ERROR_INVALID_VALUE;
+    vg_pool_stats_t st;
     int d = vg_current_device();
-    vg_pool_stats(d, &reserved, &used);
+    vg_pool_stats(d, &st);
     size_t cap = vg_profile(d)->mem_bytes;
-    if (f) *f = cap > reserved ? cap - reserved : 0;
-    if (t) *t = cap;
+    *f = cap > st.device_reserved ? cap - st.device_reserved : 0;
+    *t = cap;
     return CUDA_SUCCESS;
 }
 

@@ -1,0 +1,19 @@
+# GEMM tests of the vgpu: the reference math (vgpu.gemm), cuBLAS (vgpu.cublas), cuBLASLt
+# (vgpu.cublaslt) and the workspace hazards (vgpu.gemm_hazard). Programs link the real
+# libraries; dh_add_test(... VGPU) puts the vgpu in front. The API tests share the runtime
+# tests' kernels and child runner (vgpu_rt_common, runtime.cmake).
+vgpu_test_exe(vgpu_test_gemm test_gemm.c gemm_common.c)
+dh_add_test(NAME vgpu.gemm COMMAND vgpu_test_gemm LABELS vgpu asan VGPU TIMEOUT 300)
+vgpu_test_exe(vgpu_test_cublas test_cublas.c gemm_common.c $<TARGET_OBJECTS:vgpu_rt_common>)
+dh_add_test(NAME vgpu.cublas COMMAND vgpu_test_cublas LABELS vgpu asan VGPU TIMEOUT 300)
+vgpu_test_exe(vgpu_test_cublaslt test_cublaslt.c gemm_common.c $<TARGET_OBJECTS:vgpu_rt_common>)
+dh_add_test(NAME vgpu.cublaslt COMMAND vgpu_test_cublaslt LABELS vgpu asan VGPU TIMEOUT 300)
+vgpu_test_exe(vgpu_test_gemm_hazard test_gemm_hazard.c $<TARGET_OBJECTS:vgpu_rt_common>)
+dh_add_test(NAME vgpu.gemm_hazard COMMAND vgpu_test_gemm_hazard LABELS vgpu asan VGPU TIMEOUT 300)
+# The exported cuBLAS/cuBLASLt functions are a subset of the real libraries' (names and
+# version nodes).
+dh_add_test(NAME vgpu.gemm_abi
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/gemm_abi.sh
+          ${VGPU_LIBDIR}/libcublas.so.13 ${DH_REAL_cublas} libcublas.so.13
+          ${VGPU_LIBDIR}/libcublasLt.so.13 ${DH_REAL_cublasLt} libcublasLt.so.13
+  LABELS vgpu TIMEOUT 60)
