@@ -1,0 +1,197 @@
+/*
+ * config.h: every DHELIX_* environment variable, declared once.
+ *
+ * DH_CONFIG_LIST is the only declaration of a variable: it generates the fields of
+ * dh_config_t, the descriptor table that the parser, DHELIX_PRINT_CONFIG, `dhelix config`
+ * and docs/configuration.md are made from. Defaults are written as the text a user would
+ * set and go through the same parser (a test checks they parse cleanly).
+ *
+ * A variable that is unset or set to the empty string takes its default. A value that
+ * does not parse or is out of range takes the default, and the configuration records one
+ * warning for it (logging writes the warnings once, at its setup). DHELIX_* names that
+ * are not in the table are also reported, since they are most likely typos.
+ */
+#ifndef DH_CONFIG_H
+#define DH_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/log.h"
+#include "common/status.h"
+#include "common/strbuf.h"
+#include "common/table.h"
+
+/* X(id, name) */
+#define DH_MODE_LIST(X)              \
+    X(PASSTHROUGH, "passthrough")    \
+    X(PROFILE, "profile")            \
+    X(PLAN, "plan")                  \
+    X(STRESS, "stress")
+
+typedef enum dh_mode {
+#define DH__MODE_ENUM(id, name) DH_MODE_##id,
+    DH_MODE_LIST(DH__MODE_ENUM)
+#undef DH__MODE_ENUM
+    DH_MODE_COUNT
+} dh_mode_t;
+
+/* X(id, name): DHELIX_STATS values. */
+#define DH_STATS_LIST(X) \
+    X(OFF, "0")          \
+    X(TABLE, "1")        \
+    X(JSON, "json")
+
+typedef enum dh_stats {
+#define DH__STATS_ENUM(id, name) DH_STATS_##id,
+    DH_STATS_LIST(DH__STATS_ENUM)
+#undef DH__STATS_ENUM
+    DH_STATS_COUNT
+} dh_stats_t;
+
+/* Choice lists as "a|b|c|" string literals, built from the lists above. */
+#define DH__CHOICE(id, name) name "|"
+#define DH_MODE_CHOICES DH_MODE_LIST(DH__CHOICE)
+#define DH_STATS_CHOICES DH_STATS_LIST(DH__CHOICE)
+#define DH_LOG_LEVEL_CHOICES DH_LOG_LEVEL_LIST(DH__CHOICE)
+#define DH_LOG_SUBSYS_CHOICES "all|" DH_LOG_SUBSYS_LIST(DH__CHOICE)
+
+/* Value kinds; each has a field type and a parser in config.c. */
+typedef enum dh_cfg_kind {
+    DH_CFG_ENUM,   /* int: index into the "a|b|" choices; names are case-insensitive */
+    DH_CFG_BOOL,   /* int: 0/1 (also false/true, no/yes, off/on) */
+    DH_CFG_INT,    /* int64_t within [min, max] */
+    DH_CFG_BYTES,  /* int64_t within [min, max]; suffixes K, M, G, T (powers of 1024) */
+    DH_CFG_STR,    /* char[DH_CFG_STR_MAX]: free text, checked by later issues */
+    DH_CFG_PATH,   /* char[DH_CFG_STR_MAX]: "", stderr, stdout or a file with %h, %p, %% */
+    DH_CFG_MASK    /* uint32_t: DHELIX_LOG_SUBSYS list as a subsystem bit mask */
+} dh_cfg_kind_t;
+
+#define DH_CFG_STR_MAX 4096
+#define DH__CFG_FIELD_ENUM(f) int f;
+#define DH__CFG_FIELD_BOOL(f) int f;
+#define DH__CFG_FIELD_INT(f) int64_t f;
+#define DH__CFG_FIELD_BYTES(f) int64_t f;
+#define DH__CFG_FIELD_STR(f) char f[DH_CFG_STR_MAX];
+#define DH__CFG_FIELD_PATH(f) char f[DH_CFG_STR_MAX];
+#define DH__CFG_FIELD_MASK(f) uint32_t f;
+
+#define DH__SOON " (used from the shim-core issue on)"
+
+/* X(id, field, kind, default, choices or hint, min, max, description)
+ * choices: ENUM and MASK "a|b|" lists; for STR and PATH a hint for the docs' Values
+ * column; NULL otherwise. min and max are used by INT and BYTES only. */
+#define DH_CONFIG_LIST(X)                                                                   \
+    X(MODE, mode, ENUM, "passthrough", DH_MODE_CHOICES, 0, 0,                               \
+      "What the shim does with intercepted calls. passthrough forwards each call at once "  \
+      "and counts it. profile, plan and stress are accepted but still run as passthrough, " \
+      "with a warning" DH__SOON ". The default is plan when `DHELIX_PLAN` is set.")         \
+    X(PLAN, plan, STR, "", "file path", 0, 0,                                               \
+      "Strand Interleaving plan (JSON) that plan mode executes; setting it makes plan the " \
+      "default mode" DH__SOON ".")                                                          \
+    X(PROFILE, profile, PATH, "", "file path; `%h` host, `%p` pid", 0, 0,                   \
+      "File that profile mode writes the operator trace to, the input of `dhelix plan`"     \
+      DH__SOON ".")                                                                         \
+    X(LOG, log_level, ENUM, "warn", DH_LOG_LEVEL_CHOICES, 0, 0,                             \
+      "Least severe message written: error, warn, info or debug.")                          \
+    X(LOG_SUBSYS, log_subsys, MASK, "all", DH_LOG_SUBSYS_CHOICES, 0, 0,                     \
+      "Subsystems whose info and debug messages are written (errors and warnings always "   \
+      "are): all, or a comma list.")                                                        \
+    X(LOG_FILE, log_file, PATH, "", "empty (stderr), stderr, stdout or a file path; "       \
+      "`%h` host, `%p` pid", 0, 0,                                                          \
+      "Where log lines go; a file is appended to.")                                         \
+    X(PRINT_CONFIG, print_config, BOOL, "0", NULL, 0, 0,                                    \
+      "1: when the shim loads, log every `DHELIX_*` variable with the value in effect and " \
+      "where it came from (default, env).")                                                 \
+    X(STATS, stats, ENUM, "0", DH_STATS_CHOICES, 0, 0,                                      \
+      "At exit, the number of calls of each intercepted API: 0 off, 1 as an aligned "       \
+      "table, json as one JSON object.")                                                    \
+    X(STATS_FILE, stats_file, PATH, "", "empty (stderr), stderr, stdout or a file path; "   \
+      "`%h` host, `%p` pid", 0, 0,                                                          \
+      "Where `DHELIX_STATS` output goes; a file is appended to.")                           \
+    X(SEED, seed, INT, "0", NULL, 0, 4294967295LL,                                          \
+      "Seed of stress mode's random choice among legal reorderings; one seed, one order"    \
+      DH__SOON ".")                                                                         \
+    X(GROUPS, groups, STR, "all", "all or a comma list of group names", 0, 0,               \
+      "Communicator groups whose collectives may run under the other strand's compute; "    \
+      "not checked yet" DH__SOON ".")                                                       \
+    X(LAYOUT, layout, STR, "", "empty (infer) or a list such as dp=16,tp=4,pp=1", 0, 0,     \
+      "Parallel layout of the job, used to tell communicators apart when "                  \
+      "`ncclConfig_t.commName` is empty; not checked yet" DH__SOON ".")                     \
+    X(MAX_QUEUED_OPS, max_queued_ops, INT, "4096", NULL, 16, 1048576,                       \
+      "Most operations held in the strand queues; past it the dispatcher issues without "   \
+      "pairing" DH__SOON ".")                                                               \
+    X(MAX_DEFERRED_FREE_BYTES, max_deferred_free_bytes, BYTES, "2G", NULL, 0,               \
+      17592186044416LL,                                                                     \
+      "Most device memory held by frees the scheduler has deferred; past it the "           \
+      "dispatcher issues without pairing" DH__SOON ".")
+
+typedef enum dh_cfg_id {
+#define DH__CFG_ID(id, field, kind, def, choices, min, max, desc) DH_CFG_##id,
+    DH_CONFIG_LIST(DH__CFG_ID)
+#undef DH__CFG_ID
+    DH_CFG_COUNT
+} dh_cfg_id_t;
+
+/* Where a value in effect came from. */
+typedef enum dh_cfg_source {
+    DH_SRC_DEFAULT,   /* unset or empty */
+    DH_SRC_ENV,       /* parsed from the environment */
+    DH_SRC_INVALID,   /* set but invalid: the default, with a warning */
+    DH_SRC_DERIVED    /* a default that follows from another variable */
+} dh_cfg_source_t;
+
+#define DH_CFG_WARN_MAX (DH_CFG_COUNT + 5)
+#define DH_CFG_WARN_LEN 320
+
+typedef struct dh_config {
+#define DH__CFG_FIELD(id, field, kind, def, choices, min, max, desc) DH__CFG_FIELD_##kind(field)
+    DH_CONFIG_LIST(DH__CFG_FIELD)
+#undef DH__CFG_FIELD
+    dh_cfg_source_t source[DH_CFG_COUNT];
+    int nwarnings;
+    char warnings[DH_CFG_WARN_MAX][DH_CFG_WARN_LEN];
+} dh_config_t;
+
+typedef struct dh_cfg_desc {
+    const char *name;       /* "DHELIX_MODE" */
+    dh_cfg_kind_t kind;
+    const char *def;        /* default as text */
+    const char *choices;    /* see DH_CONFIG_LIST */
+    int64_t min, max;
+    const char *desc;
+    size_t offset;          /* of the field in dh_config_t */
+} dh_cfg_desc_t;
+
+/* The process's configuration, parsed from the environment on the first call
+ * (pthread_once); immutable afterwards. Never NULL. Thread-safe. */
+const dh_config_t *dh_config(void);
+
+/* Parses envp ("NAME=value" strings, NULL-terminated, as environ) into *cfg, which needs
+ * no initialisation. Always fills every field; bad values become defaults with a
+ * warning in cfg->warnings. Errors: DH_ERR_INTERNAL if a built-in default does not parse
+ * (a bug the tests catch). Thread-safe (touches only *cfg). */
+dh_status_t dh_config_parse(dh_config_t *cfg, char *const *envp);
+
+/* The descriptor of variable id, or NULL outside the table. */
+const dh_cfg_desc_t *dh_config_desc(dh_cfg_id_t id);
+
+/* Appends the value of id in cfg as text a user could set ("debug", "2G", "hook,plan"). */
+dh_status_t dh_config_value_str(const dh_config_t *cfg, dh_cfg_id_t id, dh_strbuf_t *out);
+
+/* "default", "env", "default (invalid env)", "derived". */
+const char *dh_config_source_name(dh_cfg_source_t src);
+
+/* Renders the whole table through the one emitter (table.h):
+ *   DH_FMT_TEXT: variable, value in effect, source, default (for people);
+ *   DH_FMT_JSON: the same plus type, values and description (for programs);
+ *   DH_FMT_MARKDOWN: the documentation section (docs/configuration.md): defaults, types,
+ *     values and descriptions; cfg is not used and may be NULL.
+ * Errors: DH_ERR_NOMEM, DH_ERR_INVALID. */
+dh_status_t dh_config_render(const dh_config_t *cfg, dh_fmt_t fmt, dh_strbuf_t *out);
+
+/* Names of the enum values, "?" outside the lists. */
+const char *dh_mode_name(dh_mode_t mode);
+const char *dh_stats_name(dh_stats_t stats);
+
+#endif

@@ -1,0 +1,390 @@
+/*
+ * shim.preload: libdhelix_shim.so in front of the REAL CUDA libraries, no device needed.
+ *
+ * A program linked against libcudart.so.13, libcublas.so.13 and libcublasLt.so.13 refers
+ * to versioned symbols (cudaMalloc@libcudart.so.13); the shim defines them unversioned.
+ * These tests prove the references bind to the shim all the same (every wrapped entry
+ * point is counted exactly once), that the shim exports nothing else, and check what the
+ * constructor and destructor do: the PYTORCH_CUDA_ALLOC_CONF default, DHELIX_PRINT_CONFIG,
+ * warnings for bad values, the log file pattern, DHELIX_STATS in both formats, the
+ * "not initialised" answer of a wrapper with nothing to forward to, and the re-entry
+ * guard (nested calls counted apart).
+ */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <cublas_api.h>
+#include <cuda_runtime_api.h>
+
+#include "hook_list.h"
+#include "runner.h"
+
+static const char *const hook_names[] = {
+#define HOOK_NAME(lib, ret, name, params, args) #name,
+    DH_HOOKS_ALL(HOOK_NAME)
+#undef HOOK_NAME
+};
+#define NHOOKS (sizeof(hook_names) / sizeof(hook_names[0]))
+
+typedef struct fx {
+    char dir[512];
+    char stats_path[600];
+    char stats_env[640];  /* DHELIX_STATS_FILE=<dir>/stats.json */
+} fx_t;
+
+static int fx_setup(void **state)
+{
+    fx_t *f = calloc(1, sizeof(*f));
+    dh_tmpdir_make(f->dir, sizeof(f->dir));
+    snprintf(f->stats_path, sizeof(f->stats_path), "%s/stats.json", f->dir);
+    snprintf(f->stats_env, sizeof(f->stats_env), "DHELIX_STATS_FILE=%s", f->stats_path);
+    *state = f;
+    return 0;
+}
+
+static int fx_teardown(void **state)
+{
+    fx_t *f = *state;
+    dh_tmpdir_remove(f->dir);
+    free(f);
+    return 0;
+}
+
+/* Runs the child in mode with the shim (or without), and env_add. */
+static void run_child(dh_run_t *r, fx_t *f, const char *mode, int with_shim,
+                      const char *const *env_add)
+{
+    char *argv[] = {(char *)dh_test_env("DH_TEST_CHILD", 1), (char *)mode, NULL};
+    dh_run(r, f->dir, argv, with_shim ? dh_test_env("DH_TEST_PRELOAD", 1) : NULL, env_add);
+}
+
+static void expect_exit0(const dh_run_t *r)
+{
+    if (r->status != 0)
+        fail_msg("child exited %d\nstdout: %s\nstderr: %s", r->status, r->out, r->err);
+}
+
+/* Output lines of a command, for objdump/nm checks. */
+static char *command_output(const char *fmt, const char *arg)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof(cmd), fmt, arg);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (size_t n; (n = fread(buf + len, 1, cap - len - 1, p)) > 0;) {
+        len += n;
+        if (len + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+    }
+    buf[len] = '\0';
+    assert_int_equal(pclose(p), 0);
+    return buf;
+}
+
+/* The child's undefined reference to name carries version: that is what a PyTorch
+ * process has, and what the binding test below must bind. */
+static void expect_versioned_ref(const char *dyn, const char *name, const char *version)
+{
+    char tail[128];
+    snprintf(tail, sizeof(tail), " %s\n", name);
+    for (const char *l = dyn; (l = strstr(l, tail)) != NULL; l++) {
+        const char *start = l;
+        while (start > dyn && start[-1] != '\n')
+            start--;
+        if (memmem(start, (size_t)(l - start), "*UND*", 5) &&
+            memmem(start, (size_t)(l - start), version, strlen(version)))
+            return;
+    }
+    fail_msg("the child has no undefined reference %s@%s", name, version);
+}
+
+static void test_versioned_references_bind_to_the_shim(void **state)
+{
+    fx_t *f = *state;
+    char *dyn = command_output("objdump -T '%s'", dh_test_env("DH_TEST_CHILD", 1));
+    expect_versioned_ref(dyn, "cudaMalloc", "libcudart.so.13");
+    expect_versioned_ref(dyn, "cublasSgemm_v2", "libcublas.so.13");
+    expect_versioned_ref(dyn, "cublasLtMatmul", "libcublasLt.so.13");
+    free(dyn);
+
+    const char *env[] = {"DHELIX_STATS=json", f->stats_env, NULL};
+    dh_run_t r;
+    run_child(&r, f, "calls", 1, env);
+    expect_exit0(&r);
+    char *text = dh_read_file(f->stats_path);
+    assert_non_null(text);
+    json_t *stats = dh_stats_parse(text);
+    assert_int_equal(dh_stats_rows(stats), NHOOKS);
+    for (size_t i = 0; i < NHOOKS; i++) {
+        long long calls = dh_stats_get(stats, hook_names[i], "calls");
+        if (calls != 1)
+            fail_msg("%s: expected 1 call counted, got %lld", hook_names[i], calls);
+        assert_int_equal(dh_stats_get(stats, hook_names[i], "nested"), 0);
+    }
+    assert_string_equal(dh_stats_meta(stats, "mode"), "passthrough");
+    json_decref(stats);
+    free(text);
+    dh_run_free(&r);
+}
+
+/* The control for the test above: the same run without the shim has no report. */
+static void test_without_the_shim_there_is_no_report(void **state)
+{
+    fx_t *f = *state;
+    const char *env[] = {"DHELIX_STATS=json", f->stats_env, NULL};
+    dh_run_t r;
+    run_child(&r, f, "calls", 0, env);
+    expect_exit0(&r);
+    char *text = dh_read_file(f->stats_path);
+    if (text != NULL)
+        fail_msg("a report without the shim: %s", text);
+    dh_run_free(&r);
+}
+
+static int hook_index(const char *name, size_t len)
+{
+    for (size_t i = 0; i < NHOOKS; i++)
+        if (strlen(hook_names[i]) == len && strncmp(hook_names[i], name, len) == 0)
+            return (int)i;
+    return -1;
+}
+
+/* Every defined dynamic symbol is a wrapped entry point, and each one appears once. */
+static void test_exports_are_exactly_the_wrapped_api(void **state)
+{
+    (void)state;
+    char *syms = command_output("nm -D --defined-only '%s' | awk '{print $3}' | sed 's/@.*//'",
+                                dh_test_env("DH_TEST_SHIM", 1));
+    int seen[NHOOKS] = {0};
+    for (char *l = syms; *l;) {
+        size_t len = strcspn(l, "\n");
+        int i = hook_index(l, len);
+        if (i < 0)
+            fail_msg("libdhelix_shim.so exports %.*s, which is not a wrapped entry point",
+                     (int)len, l);
+        seen[i]++;
+        l += len + (l[len] == '\n');
+    }
+    for (size_t i = 0; i < NHOOKS; i++)
+        if (seen[i] != 1)
+            fail_msg("%s is exported %d times, expected once", hook_names[i], seen[i]);
+    free(syms);
+}
+
+static void test_alloc_conf_is_set_only_when_unset(void **state)
+{
+    fx_t *f = *state;
+    dh_run_t r;
+    run_child(&r, f, "env", 1, NULL);
+    expect_exit0(&r);
+    assert_string_equal(r.out, "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync\n");
+    dh_run_free(&r);
+
+    const char *mine[] = {"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True", NULL};
+    run_child(&r, f, "env", 1, mine);
+    expect_exit0(&r);
+    assert_string_equal(r.out, "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n");
+    dh_run_free(&r);
+
+    /* Newer PyTorch reads PYTORCH_ALLOC_CONF first: a user's setting there is theirs. */
+    const char *newer[] = {"PYTORCH_ALLOC_CONF=backend:native", NULL};
+    run_child(&r, f, "env", 1, newer);
+    expect_exit0(&r);
+    assert_string_equal(r.out, "PYTORCH_CUDA_ALLOC_CONF=(unset)\n");
+    dh_run_free(&r);
+
+    run_child(&r, f, "env", 0, NULL);
+    assert_string_equal(r.out, "PYTORCH_CUDA_ALLOC_CONF=(unset)\n");
+    dh_run_free(&r);
+}
+
+/* The first line of text containing key also contains a and b. */
+static void expect_line(const char *text, const char *key, const char *a, const char *b)
+{
+    const char *k = strstr(text, key);
+    if (k == NULL)
+        fail_msg("no line with '%s' in:\n%s", key, text);
+    const char *start = k, *end = k + strcspn(k, "\n");
+    while (start > text && start[-1] != '\n')
+        start--;
+    if (!memmem(start, (size_t)(end - start), a, strlen(a)) ||
+        !memmem(start, (size_t)(end - start), b, strlen(b)))
+        fail_msg("expected '%s' and '%s' in '%.*s'", a, b, (int)(end - start), start);
+}
+
+static void test_print_config_and_mode_line(void **state)
+{
+    fx_t *f = *state;
+    const char *env[] = {"DHELIX_PRINT_CONFIG=1", "DHELIX_LOG=info", NULL};
+    dh_run_t r;
+    run_child(&r, f, "env", 1, env);
+    expect_exit0(&r);
+    assert_int_equal(dh_count_lines(r.err, "DHELIX_MAX_QUEUED_OPS"), 1);
+    expect_line(r.err, "DHELIX_PRINT_CONFIG ", " 1 ", " env ");
+    expect_line(r.err, "DHELIX_MAX_QUEUED_OPS ", " 4096 ", " default ");
+    assert_int_equal(dh_count_lines(r.err, "mode=passthrough"), 1);
+    assert_int_equal(
+        dh_count_lines(r.err, "set PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"), 1);
+    /* Every line the shim wrote carries the prefix. */
+    assert_int_equal(dh_count_lines(r.err, ""), dh_count_lines(r.err, "dhelix["));
+    dh_run_free(&r);
+
+    run_child(&r, f, "env", 1, NULL);
+    expect_exit0(&r);
+    assert_string_equal(r.err, ""); /* warn level by default: nothing to say */
+    dh_run_free(&r);
+}
+
+static void test_bad_value_warns_once(void **state)
+{
+    fx_t *f = *state;
+    const char *env[] = {"DHELIX_MAX_QUEUED_OPS=7", "DHELIX_LOG=loud", NULL};
+    dh_run_t r;
+    run_child(&r, f, "calls", 1, env);
+    expect_exit0(&r);
+    assert_int_equal(dh_count_lines(r.err, "DHELIX_MAX_QUEUED_OPS=7: out of range 16..1048576"), 1);
+    assert_int_equal(dh_count_lines(r.err, "DHELIX_LOG=loud: not one of"), 1);
+    assert_int_equal(dh_count_lines(r.err, "WARN conf:"), 2);
+    dh_run_free(&r);
+}
+
+static void test_plan_mode_is_not_implemented_yet(void **state)
+{
+    fx_t *f = *state;
+    const char *env[] = {"DHELIX_PLAN=/nonexistent/plan.json", "DHELIX_STATS=json", f->stats_env,
+                         NULL};
+    dh_run_t r;
+    run_child(&r, f, "calls", 1, env);
+    expect_exit0(&r);
+    assert_int_equal(dh_count_lines(r.err, "DHELIX_MODE=plan (derived) is not implemented yet"), 1);
+    char *text = dh_read_file(f->stats_path);
+    assert_non_null(text);
+    json_t *stats = dh_stats_parse(text);
+    assert_string_equal(dh_stats_meta(stats, "requested_mode"), "plan");
+    assert_string_equal(dh_stats_meta(stats, "mode"), "passthrough");
+    assert_int_equal(dh_stats_get(stats, "cudaMalloc", "calls"), 1);
+    json_decref(stats);
+    free(text);
+    dh_run_free(&r);
+}
+
+static void test_log_file_pattern(void **state)
+{
+    fx_t *f = *state;
+    char env_file[700], host[64], path[800];
+    snprintf(env_file, sizeof(env_file), "DHELIX_LOG_FILE=%s/shim.%%h.%%p.log", f->dir);
+    const char *env[] = {"DHELIX_LOG=info", env_file, NULL};
+    dh_run_t r;
+    run_child(&r, f, "env", 1, env);
+    expect_exit0(&r);
+    assert_string_equal(r.err, "");
+    assert_int_equal(gethostname(host, sizeof(host)), 0);
+    host[strcspn(host, ".")] = '\0';
+    snprintf(path, sizeof(path), "%s/shim.%s.%ld.log", f->dir, host, r.pid);
+    char *log = dh_read_file(path);
+    if (log == NULL)
+        fail_msg("no log file %s", path);
+    assert_int_equal(dh_count_lines(log, "mode=passthrough"), 1);
+    free(log);
+    dh_run_free(&r);
+}
+
+/* The stats table: a header and one row per entry point, all lines the same width
+ * (numbers are right-aligned in the last columns). */
+static void test_stats_table(void **state)
+{
+    fx_t *f = *state;
+    const char *env[] = {"DHELIX_STATS=1", NULL};
+    dh_run_t r;
+    run_child(&r, f, "calls", 1, env);
+    expect_exit0(&r);
+    const char *head = strstr(r.err, "API ");
+    assert_non_null(head);
+    size_t width = strcspn(head, "\n"), rows = 0;
+    for (const char *l = head; *l; l += strcspn(l, "\n") + 1, rows++) {
+        if (strcspn(l, "\n") != width)
+            fail_msg("misaligned line: '%.*s'", (int)strcspn(l, "\n"), l);
+        if (l == head)
+            continue;
+        char api[64], lib[32];
+        unsigned long long calls, nested;
+        assert_int_equal(sscanf(l, "%63s %31s %llu %llu", api, lib, &calls, &nested), 4);
+        assert_int_equal(calls, 1);
+        assert_int_equal(nested, 0);
+    }
+    assert_int_equal(rows, NHOOKS + 1);
+    assert_int_equal(dh_count_lines(r.err, "dhelix_stats: version="), 1);
+    dh_run_free(&r);
+}
+
+/* A wrapper with nothing to forward to answers the API's "not initialised" error and
+ * says so once per entry point. */
+static void test_missing_definition_returns_not_initialised(void **state)
+{
+    fx_t *f = *state;
+    char *argv[] = {(char *)dh_test_env("DH_TEST_ORPHAN", 1), NULL};
+    char expect[128];
+    dh_run_t r;
+    dh_run(&r, f->dir, argv, dh_test_env("DH_TEST_PRELOAD", 1), NULL);
+    expect_exit0(&r);
+    snprintf(expect, sizeof(expect), "cudaMalloc=%d,%d\ncublasSgemm_v2=%d,%d\n",
+             (int)cudaErrorInitializationError, (int)cudaErrorInitializationError,
+             (int)CUBLAS_STATUS_NOT_INITIALIZED, (int)CUBLAS_STATUS_NOT_INITIALIZED);
+    assert_string_equal(r.out, expect);
+    assert_int_equal(dh_count_lines(r.err, "ERROR hook: cudaMalloc: no definition"), 1);
+    assert_int_equal(dh_count_lines(r.err, "ERROR hook: cublasSgemm_v2: no definition"), 1);
+    dh_run_free(&r);
+}
+
+/* The re-entry guard: a wrapped call made inside another wrapper on the same thread is
+ * forwarded and counted as nested. */
+static void test_nested_calls_are_counted_apart(void **state)
+{
+    fx_t *f = *state;
+    char *argv[] = {(char *)dh_test_env("DH_TEST_NESTED", 1), NULL};
+    const char *env[] = {"DHELIX_STATS=json", f->stats_env, NULL};
+    dh_run_t r;
+    dh_run(&r, f->dir, argv, dh_test_env("DH_TEST_PRELOAD", 1), env);
+    expect_exit0(&r);
+    assert_string_equal(r.out, "cublasSgemm_v2=0\n"); /* the fake library ran */
+    char *text = dh_read_file(f->stats_path);
+    assert_non_null(text);
+    json_t *stats = dh_stats_parse(text);
+    assert_int_equal(dh_stats_get(stats, "cublasSgemm_v2", "calls"), 1);
+    assert_int_equal(dh_stats_get(stats, "cublasSgemm_v2", "nested"), 0);
+    assert_int_equal(dh_stats_get(stats, "cudaMalloc", "calls"), 1);
+    assert_int_equal(dh_stats_get(stats, "cudaMalloc", "nested"), 1);
+    json_decref(stats);
+    free(text);
+    dh_run_free(&r);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_versioned_references_bind_to_the_shim),
+        T(test_without_the_shim_there_is_no_report),
+        T(test_exports_are_exactly_the_wrapped_api),
+        T(test_alloc_conf_is_set_only_when_unset),
+        T(test_print_config_and_mode_line),
+        T(test_bad_value_warns_once),
+        T(test_plan_mode_is_not_implemented_yet),
+        T(test_log_file_pattern),
+        T(test_stats_table),
+        T(test_missing_definition_returns_not_initialised),
+        T(test_nested_calls_are_counted_apart),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
