@@ -25,7 +25,11 @@ find_library(DH_REAL_cuda NAMES cuda PATHS "${DH_CUDA_ROOT}/lib64/stubs" "${DH_C
 add_library(dh::cuda_headers INTERFACE IMPORTED)
 target_include_directories(dh::cuda_headers SYSTEM INTERFACE "${DH_CUDA_INCLUDE}")
 
-# A program "linked against the real CUDA libraries", as a user's binary would be.
+# A program "linked against the real CUDA libraries", as a user's binary would be. Linked
+# by name (-l) rather than by path so that no build RPATH points at the toolkit: at run
+# time the vgpu (scripts/vgpu-run) or a real installation provides the libraries.
+get_filename_component(_real_dir "${DH_REAL_cudart}" DIRECTORY)
+get_filename_component(_stub_dir "${DH_REAL_cuda}" DIRECTORY)
 add_library(dh::real_cuda INTERFACE IMPORTED)
-target_link_libraries(dh::real_cuda INTERFACE dh::cuda_headers ${DH_REAL_cudart} ${DH_REAL_cuda}
-                      ${DH_REAL_cublas} ${DH_REAL_cublasLt} ${DH_REAL_nccl})
+target_link_directories(dh::real_cuda INTERFACE "${_real_dir}" "${_stub_dir}")
+target_link_libraries(dh::real_cuda INTERFACE dh::cuda_headers -lcudart -lcuda -lcublas -lcublasLt -lnccl)

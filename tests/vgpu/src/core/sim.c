@@ -25,6 +25,56 @@
 
 static __thread uint64_t tls_issue_count;
 
+/* ---- progress when the host is elsewhere ----
+ * The simulation advances when the host issues or waits. A rank whose host blocks outside
+ * the vgpu (an MPI barrier, a TCP store) with a collective still unposted would leave its
+ * peers waiting forever, where a real GPU would have run the collective on its own. So
+ * while rendezvous operations are pending, a progress thread advances the simulation once
+ * the host has neither issued nor waited for VG_IDLE_MS of wall time. Programs that never
+ * leave work pending across such a block are unaffected, and stay deterministic. */
+#define VG_IDLE_MS 50
+static int rdv_pending;                /* guarded by the device lock */
+static uint64_t last_activity_ms;      /* atomic: wall clock of the last issue or wait */
+static pthread_once_t progress_once = PTHREAD_ONCE_INIT;
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void note_activity(void) { __atomic_store_n(&last_activity_ms, wall_ms(), __ATOMIC_RELAXED); }
+
+static void *progress_main(void *arg)
+{
+    (void)arg;
+    const struct timespec tick = {0, 10 * 1000 * 1000};
+    for (;;) {
+        nanosleep(&tick, NULL);
+        if (wall_ms() - __atomic_load_n(&last_activity_ms, __ATOMIC_RELAXED) < VG_IDLE_MS) {
+            continue;
+        }
+        vg_lock();
+        if (rdv_pending) {
+            int blocked;
+            vg__sim_run(INFINITY, NULL, NULL, &blocked);
+        }
+        vg_unlock();
+    }
+    return NULL;
+}
+
+static void progress_start(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, progress_main, NULL) == 0) {
+        pthread_detach(t);
+    } else {
+        vg_msg("cannot start the progress thread; ranks that block outside CUDA may stall");
+    }
+}
+
 /* ---- operations ---- */
 
 vg_op_t *vg_op_new(const char *api, vg_class_t cls)
@@ -146,6 +196,11 @@ void vg__sim_enqueue(vg_stream_t *s, vg_op_t *op)
     op->dev = s->dev;
     op->stream = s;
     tls_issue_count++;
+    note_activity();
+    if (op->rdv) {
+        rdv_pending++;
+        pthread_once(&progress_once, progress_start);
+    }
     /* Legacy default stream semantics: it waits for every blocking stream and they for it. */
     if (s->legacy) {
         for (vg_stream_t *o = d->streams; o; o = o->next_all) {
@@ -285,6 +340,9 @@ static void complete_op(vg_device_t *d, vg_op_t *op)
     op->stream->inflight--;
     d->pending--;
     d->ctr.ops_completed++;
+    if (op->rdv) {
+        rdv_pending--;
+    }
     if (op->cls == VG_COPY) {
         d->ctr.bytes_copied += op->bytes;
     } else if (op->cls == VG_COMM) {
@@ -542,6 +600,7 @@ int vg__sim_wait(vg_done_fn done, void *arg)
 {
     useconds_t backoff = 10;
     for (;;) {
+        note_activity();
         int blocked;
         if (vg__sim_run(INFINITY, done, arg, &blocked)) {
             return 0;
