@@ -34,4 +34,4 @@ dh_add_test(NAME vgpu.nccl.comm
 vgpu_test_exe(vgpu_test_nccl_single test_nccl_single.c nccl_common.c rt_common.c)
 add_dependencies(vgpu_test_nccl_single vgpu_all)
 dh_add_test(NAME vgpu.nccl.single COMMAND $<TARGET_FILE:vgpu_test_nccl_single>
-  ENV VGPU_DEVICE=h100 VGPU_COMM_TIMEOUT=20 LABELS vgpu asan VGPU TIMEOUT 60)
+  ENV VGPU_DEVICE=h100 VGPU_COMM_TIMEOUT=5 LABELS vgpu asan VGPU TIMEOUT 60)

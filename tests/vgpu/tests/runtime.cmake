@@ -21,3 +21,6 @@ foreach(t ${_vgpu_rt_tests})
   dh_add_test(NAME vgpu.${t} COMMAND $<TARGET_FILE:vgpu_rt_${t}> LABELS ${_labels} VGPU TIMEOUT 120)
 endforeach()
 target_link_libraries(vgpu_rt_determinism PRIVATE PkgConfig::JANSSON)
+
+# The device test loads the shipped example JSON profile too.
+target_compile_definitions(vgpu_rt_device PRIVATE VGT_PROFILE_DIR="${PROJECT_SOURCE_DIR}/tests/vgpu/profiles")

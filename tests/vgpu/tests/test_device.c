@@ -173,10 +173,12 @@ static void test_profiles(void **state)
         {"a800", "A800", 108, 108, 8, 0, 76e9, 86e9},
         {"h100", "H100", 114, 132, 9, 0, 76e9, 86e9},
         {"h200", "H200", 132, 132, 9, 0, 135e9, 152e9},
+        {VGT_PROFILE_DIR "/h100-pcie-example.json", "h100-pcie", 114, 114, 9, 0, 76e9, 86e9},
     };
-    char names[4][256];
-    for (int i = 0; i < 4; i++) {
-        char envv[64];
+    enum { NPROF = sizeof want / sizeof want[0] };
+    char names[NPROF][256];
+    for (int i = 0; i < NPROF; i++) {
+        char envv[512];
         snprintf(envv, sizeof(envv), "VGPU_DEVICE=%s", want[i].env);
         const char *env[] = {envv, NULL};
         vgt_child_t c;
@@ -208,8 +210,8 @@ static void test_profiles(void **state)
         assert_string_equal(field(c.out, "prof_cc"), cc);
         vgt_child_free(&c);
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = i + 1; j < 4; j++)
+    for (int i = 0; i < NPROF; i++)
+        for (int j = i + 1; j < NPROF; j++)
             if (strcmp(names[i], names[j]) == 0)
                 fail_msg("profiles %s and %s give the same device name \"%s\"", want[i].env,
                          want[j].env, names[i]);

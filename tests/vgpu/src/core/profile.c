@@ -133,7 +133,14 @@ int vg__profile_load(const char *spec, vgpu_profile_t *out)
         }
     }
     if (strchr(spec, '/') || strstr(spec, ".json")) {
-        return load_json(spec, out);
+        vgpu_profile_t p;
+        if (load_json(spec, &p) == 0) {
+            *out = p;
+            return 0;
+        }
+        vg_msg("VGPU_DEVICE=%s: using the built-in h100 profile instead", spec);
+        *out = vg_builtin[2];
+        return -1;
     }
     vg_msg("VGPU_DEVICE=%s: unknown profile (a40, a800, h100, h200 or a JSON file); using h100",
            spec);

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "nccl_int.h"
 
@@ -358,16 +359,20 @@ static void abort_batch(vgn_batch_t *b)
     fail_batch(b, ncclInvalidUsage);
 }
 
-static void add_missing(char *missing, size_t mlen, int k)
+/* Notes a counterpart that has not posted: its rank for the timeout message, and whether
+ * it lives in another process (remote) or is a device of this one. */
+static void add_missing(const vgn_item_t *it, char *missing, size_t mlen, int k, int *remote)
 {
     size_t l = strlen(missing);
     if (l + 16 < mlen)
         snprintf(missing + l, mlen - l, "%s%d", l ? ", " : "", k);
+    if (it->comm->shm.members[k].pid != (int32_t)getpid())
+        *remote = 1;
 }
 
 /* Checks a collective's peers. 1: all posted (their slots are then released); 0: waiting
  * (missing lists who); -1: a mismatch, reported. */
-static int poll_coll(vgn_item_t *it, char *missing, size_t mlen)
+static int poll_coll(vgn_item_t *it, char *missing, size_t mlen, int *remote)
 {
     ncclComm_t c = it->comm;
     int all = 1, data = 0;
@@ -377,7 +382,7 @@ static int poll_coll(vgn_item_t *it, char *missing, size_t mlen)
             continue;
         vgn_cslot_t *s = cslot(c, k, it->seq);
         if (__atomic_load_n(&s->tag, __ATOMIC_ACQUIRE) != it->seq + 1) {
-            add_missing(missing, mlen, k);
+            add_missing(it, missing, mlen, k, remote);
             all = 0;
             continue;
         }
@@ -406,13 +411,13 @@ static int poll_coll(vgn_item_t *it, char *missing, size_t mlen)
     return 1;
 }
 
-static int poll_p2p(vgn_item_t *it, char *missing, size_t mlen)
+static int poll_p2p(vgn_item_t *it, char *missing, size_t mlen, int *remote)
 {
     ncclComm_t c = it->comm;
     int send = it->kind == VGN_SEND, peer = it->root;
     vgn_pslot_t *s = send ? pslot(c, c->rank, peer, it->seq) : pslot(c, peer, c->rank, it->seq);
     if (__atomic_load_n(send ? &s->recv_tag : &s->send_tag, __ATOMIC_ACQUIRE) != it->seq + 1) {
-        add_missing(missing, mlen, peer);
+        add_missing(it, missing, mlen, peer, remote);
         return 0;
     }
     uint64_t count = send ? s->recv_count : s->send_count;
@@ -431,7 +436,24 @@ static int poll_p2p(vgn_item_t *it, char *missing, size_t mlen)
     return 1;
 }
 
-static void report_timeout(const vgn_batch_t *b, const vgn_item_t *it, const char *missing)
+/* What poll answers while waiting. When every missing counterpart is an op of this
+ * process (devices of one process: ncclCommInitAll), the core may go on simulating this
+ * process's other work, which is what will post them; it cannot when one is remote, since
+ * the op might then have to start at a virtual time it would already have passed. A core
+ * without VG_RDV_LOCAL blocks in both cases (and one thread driving several devices then
+ * waits for the timeout). */
+static int wait_code(int remote)
+{
+#ifdef VG_RDV_LOCAL
+    return remote ? 0 : VG_RDV_LOCAL;
+#else
+    (void)remote;
+    return 0;
+#endif
+}
+
+static void report_timeout(const vgn_batch_t *b, const vgn_item_t *it, const char *missing,
+                           int remote)
 {
     ncclComm_t c = it->comm;
     if (!it->posted)
@@ -443,14 +465,18 @@ static void report_timeout(const vgn_batch_t *b, const vgn_item_t *it, const cha
     else
         vgn_error("nccl: %s #%llu on communicator %s (rank %d of %d, count %zu, %s, %s %d) "
                   "waited %.1f s (VGPU_COMM_TIMEOUT) for rank(s) %s that never posted the "
-                  "matching call; giving up", vgn_kind_name(it->kind),
+                  "matching call; giving up%s", vgn_kind_name(it->kind),
                   (unsigned long long)it->seq, c->name, c->rank, c->nranks, it->count,
                   vgn_dtype_name(it->dtype), it->kind >= VGN_SEND ? "peer" : "root", it->root,
-                  vgn_wall() - b->wall_first_poll, missing);
+                  vgn_wall() - b->wall_first_poll, missing,
+                  remote ? "" : wait_code(0) ? " (they are devices of this process)"
+                  : " (they are devices of this process, which this core cannot simulate while "
+                    "an op waits: it lacks VG_RDV_LOCAL)");
 }
 
-/* Advances one item. 1: done; 0: waiting; -1: failed (reported). */
-static int poll_item(vgn_batch_t *b, vgn_item_t *it, char *missing, size_t mlen)
+/* Advances one item. 1: done; 0: waiting (*remote set when a counterpart in another
+ * process, or this rank's own slot, holds it up); -1: failed (reported). */
+static int poll_item(vgn_batch_t *b, vgn_item_t *it, char *missing, size_t mlen, int *remote)
 {
     if (it->done)
         return 1;
@@ -459,15 +485,18 @@ static int poll_item(vgn_batch_t *b, vgn_item_t *it, char *missing, size_t mlen)
         if (r < 0)
             return -1;
         it->posted = r;
-        if (!r)
+        if (!r) {
+            *remote = 1; /* the slot's readers may be anywhere: wait conservatively */
             return 0;
+        }
     }
     if (it->comm->represent) {
         it->t_peers = 0; /* every member is this rank, arriving when it does */
         it->done = 1;
         return 1;
     }
-    int r = it->kind >= VGN_SEND ? poll_p2p(it, missing, mlen) : poll_coll(it, missing, mlen);
+    int r = it->kind >= VGN_SEND ? poll_p2p(it, missing, mlen, remote)
+                                 : poll_coll(it, missing, mlen, remote);
     it->done = r > 0;
     return r;
 }
@@ -476,7 +505,7 @@ static int batch_poll(vg_op_t *op, double *t_start)
 {
     vgn_batch_t *b = op->payload;
     double t = b->t_ready;
-    int all = 1;
+    int all = 1, remote = 0;
     for (int i = 0; i < b->nitems; i++) {
         vgn_item_t *it = &b->items[i];
         char missing[256] = "";
@@ -484,7 +513,9 @@ static int batch_poll(vg_op_t *op, double *t_start)
             abort_batch(b);
             return -1;
         }
-        int r = poll_item(b, it, missing, sizeof(missing));
+        int mine = 0; /* this item's counterparts in other processes */
+        int r = poll_item(b, it, missing, sizeof(missing), &mine);
+        remote |= mine;
         if (r < 0) {
             fail_batch(b, it->posted ? ncclInvalidUsage : ncclSystemError);
             return -1;
@@ -492,7 +523,7 @@ static int batch_poll(vg_op_t *op, double *t_start)
         if (r == 0) {
             all = 0;
             if (vgn_wall() - b->wall_first_poll > vgn_timeout_s()) {
-                report_timeout(b, it, missing);
+                report_timeout(b, it, missing, mine);
                 fail_batch(b, ncclSystemError);
                 return -1;
             }
@@ -501,7 +532,7 @@ static int batch_poll(vg_op_t *op, double *t_start)
         }
     }
     if (!all)
-        return 0;
+        return wait_code(remote);
     *t_start = t;
     return 1;
 }
