@@ -189,7 +189,7 @@ static int queue_has_room(void *arg)
 void vg__sim_enqueue(vg_stream_t *s, vg_op_t *op)
 {
     vg_device_t *d = vg__dev(s->dev);
-    d->active = 1;
+    __atomic_store_n(&d->active, 1, __ATOMIC_RELAXED);
     vg_g.host_ns += d->prof.launch_us * 1000.0;
     op->t_issue = vg_g.host_ns;
     op->seq = ++vg_g.seq;

@@ -467,7 +467,7 @@ VG_API ncclResult_t pncclCommDestroy(ncclComm_t comm)
     if (!comm->finalized && comm->ready)
         vg_sync_all();
     int failed = __atomic_load_n(&comm->async_err, __ATOMIC_ACQUIRE) != ncclSuccess;
-    vgn_shm_sweep(comm, failed);
+    vgn_shm_leave(comm, failed);
     comm->magic = VGN_COMM_MAGIC ^ 1; /* in-flight ops keep the memory; the handle is dead */
     vgn_comm_unref(comm);
     return ncclSuccess;
@@ -483,7 +483,7 @@ VG_API ncclResult_t pncclCommAbort(ncclComm_t comm)
     if (comm->magic != VGN_COMM_MAGIC)
         return ncclInvalidArgument;
     __atomic_store_n(&comm->aborted, 1, __ATOMIC_RELEASE);
-    vgn_shm_sweep(comm, 1);
+    vgn_shm_leave(comm, 1);
     comm->magic = VGN_COMM_MAGIC ^ 1;
     vgn_comm_unref(comm);
     return ncclSuccess;

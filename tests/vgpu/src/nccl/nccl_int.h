@@ -92,7 +92,8 @@ typedef struct vgn_pslot {
 typedef struct vgn_shm_hdr {
     uint32_t nranks;   /* set by the first member (compare-and-swap from 0) */
     uint32_t njoined;  /* atomic */
-    uint64_t pad;
+    uint32_t nleft;    /* atomic: members that destroyed or aborted their communicator */
+    uint32_t pad;
 } vgn_shm_hdr_t;
 
 typedef struct vgn_shm {
@@ -214,9 +215,10 @@ void *vgn_data_map(const char *name, size_t len);
 /* Releases one reader's hold on a mapped data segment and unmaps it; the last reader
  * unlinks it. map may be NULL: the segment is then opened only to be released. */
 void vgn_data_release(const char *name, void *map, size_t len);
-/* Unlinks the data segments this member posted that no peer will read any more, and with
- * force also those still unread (used when the communicator failed or is aborted). */
-void vgn_shm_sweep(ncclComm_t c, int force);
+/* At ncclCommDestroy/Abort: unlinks the data segments still named in this member's rings
+ * when nobody will read them (failed is set: the communicator failed or is aborted), and,
+ * for the last member to leave, those of every member. */
+void vgn_shm_leave(ncclComm_t c, int failed);
 /* Seconds on CLOCK_MONOTONIC. */
 double vgn_wall(void);
 

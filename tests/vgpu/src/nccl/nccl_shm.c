@@ -22,8 +22,10 @@
  * it, so memory is bounded by the operations in flight. Slots and data are released
  * separately: a slot as soon as every counterpart has read it (in poll), the data when
  * each reader's op has executed, so a group of any number of calls never waits for its
- * own slots. A failed or aborted communicator unlinks what it posted and nobody will
- * read any more (vgn_shm_sweep: the data of the slots still in its rings).
+ * own slots. What a failure leaves unread (a peer failed before reading) is unlinked by
+ * its poster when its own communicator failed or was aborted, and by the last member to
+ * destroy the communicator in any case (vgn_shm_leave; it looks at the slots still in the
+ * rings, which is where unread data can be).
  *
  * Synchronisation: fields marked atomic are accessed with __atomic builtins on memory
  * shared between processes (lock-free on every target we build for); a writer fills the
@@ -257,27 +259,40 @@ void vgn_data_release(const char *name, void *map, size_t len)
     munmap(m, len + VGN_DATA_HDR);
 }
 
-void vgn_shm_sweep(ncclComm_t c, int force)
+/* Unlinks the data segments rank r's rings still name (ENOENT for the consumed ones). */
+static void sweep_rank(ncclComm_t c, int r)
 {
-    if (!force || !c->shm.base)
-        return; /* readers unlink what they consume; only a failed comm leaves data behind */
-    int n = c->nranks, me = c->rank;
+    int n = c->nranks;
     char name[96];
     for (int i = 0; i < VGN_COLL_SLOTS; i++) {
-        vgn_cslot_t *s = &c->shm.coll[(size_t)me * VGN_COLL_SLOTS + i];
+        vgn_cslot_t *s = &c->shm.coll[(size_t)r * VGN_COLL_SLOTS + i];
         uint64_t tag = __atomic_load_n(&s->tag, __ATOMIC_ACQUIRE);
         if (tag && s->has_data) {
-            vgn_data_name(name, sizeof(name), c->key, 0, me, 0, tag - 1);
+            vgn_data_name(name, sizeof(name), c->key, 0, r, 0, tag - 1);
             shm_unlink(name);
         }
     }
     for (int dst = 0; dst < n; dst++)
         for (int i = 0; i < VGN_P2P_SLOTS; i++) {
-            vgn_pslot_t *s = &c->shm.p2p[((size_t)me * n + dst) * VGN_P2P_SLOTS + i];
+            vgn_pslot_t *s = &c->shm.p2p[((size_t)r * n + dst) * VGN_P2P_SLOTS + i];
             uint64_t tag = __atomic_load_n(&s->send_tag, __ATOMIC_ACQUIRE);
             if (tag && s->has_data) {
-                vgn_data_name(name, sizeof(name), c->key, 1, me, dst, tag - 1);
+                vgn_data_name(name, sizeof(name), c->key, 1, r, dst, tag - 1);
                 shm_unlink(name);
             }
         }
+}
+
+void vgn_shm_leave(ncclComm_t c, int failed)
+{
+    if (!c->shm.base || !c->ready)
+        return;
+    /* A slower peer may still have to read what this member posted, so a healthy member
+     * leaves it; once every member has left, nobody will. */
+    if (__atomic_add_fetch(&c->shm.hdr->nleft, 1u, __ATOMIC_ACQ_REL) == (uint32_t)c->nranks) {
+        for (int r = 0; r < c->nranks; r++)
+            sweep_rank(c, r);
+    } else if (failed) {
+        sweep_rank(c, c->rank);
+    }
 }
