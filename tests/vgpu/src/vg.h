@@ -137,8 +137,11 @@ typedef void (*vg_op_fn)(vg_op_t *op);
  *       what peers need (inputs, t_ready). Returns 0, or -1 on failure (the op is then
  *       completed at once with no effect and op->failed set).
  * poll: returns 1 when every peer has posted: sets *t_start (>= t_ready, identical on all
- *       ranks) and may update op->solo_ns; 0 to be asked again later; -1 on a failure it
- *       has already reported (mismatch, timeout): the op completes with no effect. */
+ *       ranks) and may update op->solo_ns; 0 to be asked again later; VG_RDV_LOCAL when
+ *       every missing peer is an operation of this process (other devices driven by this
+ *       process), so simulating on will post them; -1 on a failure it has already reported
+ *       (mismatch, timeout): the op completes with no effect. */
+#define VG_RDV_LOCAL 2
 typedef struct vg_rdv_ops {
     int (*post)(vg_op_t *op, double t_ready);
     int (*poll)(vg_op_t *op, double *t_start);

@@ -277,7 +277,8 @@ void vnt_store(void *p, double v, ncclDataType_t dt)
 double vnt_gen(int r, size_t i, ncclDataType_t dt, ncclRedOp_t op)
 {
     int sgn = is_signed_int(dt) || vnt_is_float(dt);
-    int wide = dt == ncclFloat32 || dt == ncclFloat64, half = dt == ncclFloat16 || dt == ncclBfloat16;
+    int wide = dt == ncclFloat32 || dt == ncclFloat64,
+        half = dt == ncclFloat16 || dt == ncclBfloat16;
     double v;
     if (op == ncclProd) { /* magnitudes 1 and 2 keep 8-rank products in every type's range */
         v = (r + i) % 3 == 0 ? 2 : 1;
@@ -348,6 +349,36 @@ void vnt_ref_reduce(void *out, const void *const *in, int n, size_t count, ncclD
     }
 }
 
+void vnt_ref_premul(void *out, const void *const *in, int n, size_t count, ncclDataType_t dt,
+                    const void *scalar)
+{
+    size_t sz = vnt_size(dt);
+    double s = vnt_load(scalar, dt);
+    for (size_t i = 0; i < count; i++) {
+        char *dst = (char *)out + i * sz;
+        if (!vnt_is_float(dt)) {
+            int64_t acc = 0; /* small test values: exact, wrapping comes from the store */
+            for (int k = 0; k < n; k++)
+                acc += (int64_t)s * (int64_t)vnt_load((const char *)in[k] + i * sz, dt);
+            vnt_store(dst, (double)acc, dt);
+        } else if (dt == ncclFloat64) {
+            double acc = 0;
+            for (int k = 0; k < n; k++) {
+                double x = s * vnt_load((const char *)in[k] + i * sz, dt);
+                acc = k ? acc + x : x;
+            }
+            vnt_store(dst, acc, dt);
+        } else {
+            float acc = 0, fs = (float)s;
+            for (int k = 0; k < n; k++) {
+                float x = fs * (float)vnt_load((const char *)in[k] + i * sz, dt);
+                acc = k ? acc + x : x;
+            }
+            vnt_store(dst, acc, dt);
+        }
+    }
+}
+
 size_t vnt_compare(const char *what, const void *expected, const void *got, size_t count,
                    ncclDataType_t dt)
 {
@@ -374,32 +405,12 @@ void *vnt_dev_alloc(size_t bytes)
     return p;
 }
 
-/* Copies stage through pinned memory: the core reports a pageable host buffer that the
- * host allocator placed where a freed device allocation was as a use after free (see the
- * NCCL part's report), and these tests are about NCCL, not about that. */
-static void *bounce(size_t bytes)
-{
-    void *h = NULL;
-    VNT_CUDA_OK(cudaMallocHost(&h, bytes ? bytes : 1));
-    return h;
-}
-
 void vnt_to_dev(void *dev, const void *host, size_t bytes)
 {
-    void *h = bounce(bytes);
-    if (!h)
-        return;
-    memcpy(h, host, bytes);
-    VNT_CUDA_OK(cudaMemcpy(dev, h, bytes, cudaMemcpyHostToDevice));
-    VNT_CUDA_OK(cudaFreeHost(h));
+    VNT_CUDA_OK(cudaMemcpy(dev, host, bytes, cudaMemcpyHostToDevice));
 }
 
 void vnt_from_dev(void *host, const void *dev, size_t bytes)
 {
-    void *h = bounce(bytes);
-    if (!h)
-        return;
-    VNT_CUDA_OK(cudaMemcpy(h, dev, bytes, cudaMemcpyDeviceToHost));
-    memcpy(host, h, bytes);
-    VNT_CUDA_OK(cudaFreeHost(h));
+    VNT_CUDA_OK(cudaMemcpy(host, dev, bytes, cudaMemcpyDeviceToHost));
 }

@@ -93,6 +93,10 @@ double vnt_gen(int r, size_t i, ncclDataType_t dt, ncclRedOp_t op);
  * fp32 accumulation for narrow floats with one rounding, wrapping integers, avg = sum/n. */
 void vnt_ref_reduce(void *out, const void *const *in, int n, size_t count, ncclDataType_t dt,
                     ncclRedOp_t op);
+/* out[i] = s*in[0][i] + ... + s*in[n-1][i] in rank order, s being one element of type dt
+ * (ncclRedOpCreatePreMulSum), in the same arithmetic as vnt_ref_reduce. */
+void vnt_ref_premul(void *out, const void *const *in, int n, size_t count, ncclDataType_t dt,
+                    const void *scalar);
 /* Compares count elements bit for bit; prints the first differences with both values.
  * Returns the number of differing elements. */
 size_t vnt_compare(const char *what, const void *expected, const void *got, size_t count,

@@ -201,19 +201,29 @@ static void setup(ccase_t *c)
 static void issue(const ccase_t *c)
 {
     switch (c->kind) {
-    case AR: VNT_NCCL_OK(ncclAllReduce(c->send, c->recv, c->count, c->dt, c->op, g_comm, g_s)); break;
+    case AR:
+        VNT_NCCL_OK(ncclAllReduce(c->send, c->recv, c->count, c->dt, c->op, g_comm, g_s));
+        break;
     case AG: VNT_NCCL_OK(ncclAllGather(c->send, c->recv, c->count, c->dt, g_comm, g_s)); break;
-    case RS: VNT_NCCL_OK(ncclReduceScatter(c->send, c->recv, c->count, c->dt, c->op, g_comm, g_s)); break;
+    case RS:
+        VNT_NCCL_OK(ncclReduceScatter(c->send, c->recv, c->count, c->dt, c->op, g_comm, g_s));
+        break;
     case BC:
         if (c->inplace)
             VNT_NCCL_OK(ncclBcast(c->recv, c->count, c->dt, c->root, g_comm, g_s));
         else
             VNT_NCCL_OK(ncclBroadcast(c->send, c->recv, c->count, c->dt, c->root, g_comm, g_s));
         break;
-    case RD: VNT_NCCL_OK(ncclReduce(c->send, c->recv, c->count, c->dt, c->op, c->root, g_comm, g_s)); break;
+    case RD:
+        VNT_NCCL_OK(ncclReduce(c->send, c->recv, c->count, c->dt, c->op, c->root, g_comm, g_s));
+        break;
     case A2A: VNT_NCCL_OK(ncclAlltoAll(c->send, c->recv, c->count, c->dt, g_comm, g_s)); break;
-    case GA: VNT_NCCL_OK(ncclGather(c->send, c->recv, c->count, c->dt, c->root, g_comm, g_s)); break;
-    case SC: VNT_NCCL_OK(ncclScatter(c->send, c->recv, c->count, c->dt, c->root, g_comm, g_s)); break;
+    case GA:
+        VNT_NCCL_OK(ncclGather(c->send, c->recv, c->count, c->dt, c->root, g_comm, g_s));
+        break;
+    case SC:
+        VNT_NCCL_OK(ncclScatter(c->send, c->recv, c->count, c->dt, c->root, g_comm, g_s));
+        break;
     }
 }
 
@@ -335,6 +345,68 @@ static void test_literal_rounding(void **st)
     VNT_CHECK(h8 == 0x7e, "e4m3 sum of 288s: expected 0x7e (448), got 0x%02x", h8);
     VNT_CUDA_OK(cudaFree(db));
     VNT_CUDA_OK(cudaFree(d8));
+    vnt_end();
+}
+
+/* Custom pre-multiply-sum ops: a host scalar is captured at creation (the op is
+ * destroyed right after the call, which NCCL allows, and the variable is then changed); a
+ * device scalar is read when the collective starts, so an asynchronous copy into it that
+ * the stream runs before the collective is what counts. */
+static void test_premulsum(void **st)
+{
+    enum { C = 29 };
+    static const ncclDataType_t types[] = {ncclInt32, ncclUint8, ncclFloat16, ncclBfloat16,
+                                           ncclFloat32, ncclFloat64, ncclFloat8e4m3};
+    enum { NT = sizeof(types) / sizeof(types[0]) };
+    int n = vnt.size, me = vnt.rank;
+    char *in = malloc((size_t)n * C * 8), *exp = malloc(C * 8), *got = malloc(C * 8);
+    char *d = vnt_dev_alloc((size_t)NT * 4 * C * 8), host[NT][8], late[NT][8], early[8];
+    const void *ins[8];
+    for (int t = 0; t < NT; t++) {
+        ncclDataType_t dt = types[t];
+        size_t sz = vnt_size(dt);
+        char *base = d + (size_t)t * 4 * C * 8, *dscalar = base + 3 * C * 8;
+        ncclRedOp_t op;
+        vnt_store(host[t], vnt_is_float(dt) ? 0.5 : 3, dt);
+        vnt_store(late[t], vnt_is_float(dt) ? 0.25 : 2, dt);
+        vnt_store(early, 7, dt);
+        for (int i = 0; i < C; i++)
+            vnt_store(in + i * sz, vnt_gen(me, (size_t)i, dt, ncclSum), dt);
+        vnt_to_dev(base, in, C * sz);
+        char scalar[8];
+        memcpy(scalar, host[t], 8);
+        VNT_NCCL_OK(ncclRedOpCreatePreMulSum(&op, scalar, dt, ncclScalarHostImmediate, g_comm));
+        VNT_NCCL_OK(ncclAllReduce(base, base + C * sz, C, dt, op, g_comm, g_s));
+        VNT_NCCL_OK(ncclRedOpDestroy(op, g_comm));
+        memcpy(scalar, early, 8);
+        vnt_to_dev(dscalar, early, sz);
+        VNT_NCCL_OK(ncclRedOpCreatePreMulSum(&op, dscalar, dt, ncclScalarDevice, g_comm));
+        VNT_CUDA_OK(cudaMemcpyAsync(dscalar, late[t], sz, cudaMemcpyHostToDevice, g_s));
+        VNT_NCCL_OK(ncclAllReduce(base, base + 2 * C * sz, C, dt, op, g_comm, g_s));
+        VNT_NCCL_OK(ncclRedOpDestroy(op, g_comm));
+    }
+    VNT_CUDA_OK(cudaStreamSynchronize(g_s));
+    for (int t = 0; t < NT; t++) {
+        ncclDataType_t dt = types[t];
+        size_t sz = vnt_size(dt);
+        char *base = d + (size_t)t * 4 * C * 8, what[64];
+        for (int k = 0; k < n; k++) {
+            for (int i = 0; i < C; i++)
+                vnt_store(in + ((size_t)k * C + i) * sz, vnt_gen(k, (size_t)i, dt, ncclSum), dt);
+            ins[k] = in + (size_t)k * C * sz;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            snprintf(what, sizeof(what), "premulsum %s %s scalar", vnt_type_name(dt),
+                     pass ? "device" : "host");
+            vnt_ref_premul(exp, ins, n, C, dt, pass ? late[t] : host[t]);
+            vnt_from_dev(got, base + (1 + pass) * C * sz, C * sz);
+            vnt_compare(what, exp, got, C, dt);
+        }
+    }
+    free(in);
+    free(exp);
+    free(got);
+    VNT_CUDA_OK(cudaFree(d));
     vnt_end();
 }
 
@@ -513,6 +585,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_scatter),
         cmocka_unit_test(test_grouped_collectives),
         cmocka_unit_test(test_literal_rounding),
+        cmocka_unit_test(test_premulsum),
         cmocka_unit_test(test_p2p_ring_all_types),
         cmocka_unit_test(test_p2p_nested_groups),
         cmocka_unit_test(test_p2p_pairs_ungrouped),

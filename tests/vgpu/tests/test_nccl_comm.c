@@ -142,6 +142,52 @@ static void test_config_comm_name(void **st)
     vnt_end();
 }
 
+/* Rank 3 is excluded and does not call: ranks 0-2 form a 3-rank communicator in parent
+ * order; a second shrink of that one drops its rank 0. */
+static void test_shrink(void **st)
+{
+    if (vnt.rank != 3) {
+        ncclComm_t c = NULL, c2 = NULL;
+        int ex = 3, ex2 = 0;
+        VNT_NCCL_OK(ncclCommShrink(g_world, &ex, 1, &c, NULL, NCCL_SHRINK_DEFAULT));
+        int want[3] = {0, 1, 2};
+        expect_members(c, want, 3);
+        VNT_NCCL(ncclInvalidArgument,
+                 ncclCommShrink(c, &ex2, vnt.rank == 0 ? 1 : -1, &c2, NULL, 0));
+        if (vnt.rank != 0) {
+            VNT_NCCL_OK(ncclCommShrink(c, &ex2, 1, &c2, NULL, NCCL_SHRINK_DEFAULT));
+            int want2[2] = {1, 2};
+            expect_members(c2, want2, 2);
+            VNT_NCCL_OK(ncclCommDestroy(c2));
+        }
+        VNT_NCCL_OK(ncclCommDestroy(c));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    vnt_end();
+}
+
+/* ncclGroupSimulateEnd is local to a rank: rank 0 simulating a group alone leaves the
+ * numbering of the communicator as the others have it, so the next all-reduce matches. */
+static void test_simulate_is_local(void **st)
+{
+    int *d = vnt_dev_alloc(2 * sizeof(int)), h = vnt.rank + 1;
+    vnt_to_dev(d, &h, sizeof(h));
+    if (vnt.rank == 0) {
+        ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+        VNT_NCCL_OK(ncclGroupStart());
+        VNT_NCCL_OK(ncclAllReduce(d, d + 1, 1, ncclInt32, ncclSum, g_world, 0));
+        VNT_NCCL_OK(ncclSend(d, 1, ncclInt32, 1, g_world, 0));
+        VNT_NCCL_OK(ncclGroupSimulateEnd(&info));
+        VNT_CHECK(info.estimatedTime > 0, "estimatedTime %g", (double)info.estimatedTime);
+    }
+    VNT_NCCL_OK(ncclAllReduce(d, d + 1, 1, ncclInt32, ncclSum, g_world, 0));
+    VNT_CUDA_OK(cudaDeviceSynchronize());
+    vnt_from_dev(&h, d + 1, sizeof(h));
+    VNT_CHECK(h == 10, "allreduce after a local simulation: expected 10, got %d", h);
+    VNT_CUDA_OK(cudaFree(d));
+    vnt_end();
+}
+
 /* Finalize then destroy; finalize twice is misuse; abort of a healthy communicator. */
 static void test_teardown(void **st)
 {
@@ -185,6 +231,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_split_nocolor),
         cmocka_unit_test(test_split_repeated_concurrent),
         cmocka_unit_test(test_config_comm_name),
+        cmocka_unit_test(test_shrink),
+        cmocka_unit_test(test_simulate_is_local),
         cmocka_unit_test(test_teardown),
     };
     return vnt_run("vgpu.nccl.comm", tests, sizeof(tests) / sizeof(tests[0]), setup, teardown);

@@ -67,6 +67,11 @@ static void test_argument_errors(void **st)
     VNT_NCCL(ncclInvalidArgument, ncclSend(d, 4, ncclFloat32, 1, c, 0));
     VNT_NCCL(ncclInvalidArgument, ncclRecv(d, 4, ncclFloat32, -1, c, 0));
     VNT_NCCL(ncclInvalidArgument, ncclAllGather(host, d, 4, ncclFloat32, c, 0)); /* pageable */
+    float *gone = vnt_dev_alloc(16);
+    VNT_CUDA_OK(cudaFree(gone));
+    VNT_NCCL(ncclInvalidArgument, ncclAllReduce(gone, gone, 4, ncclFloat32, ncclSum, c, 0));
+    VNT_CHECK(strstr(ncclGetLastError(c), "use after free") != NULL, "last error: %s",
+              ncclGetLastError(c));
     VNT_NCCL(ncclInvalidUsage, ncclGroupEnd());
 
     /* A bad call inside a group: ncclGroupEnd returns its error and submits nothing. */
@@ -78,7 +83,8 @@ static void test_argument_errors(void **st)
     VNT_NCCL(ncclInvalidArgument, ncclGroupEnd());
     VNT_CUDA_OK(cudaDeviceSynchronize());
     vnt_from_dev(host, d + 8, sizeof(float));
-    VNT_CHECK(host[0] == 0.0f, "a spoiled group still ran its valid call (got %g)", (double)host[0]);
+    VNT_CHECK(host[0] == 0.0f, "a spoiled group still ran its valid call (got %g)",
+              (double)host[0]);
     /* The communicator itself is fine afterwards. */
     VNT_NCCL_OK(ncclAllReduce(d, d + 8, 1, ncclFloat32, ncclSum, c, 0));
     VNT_CUDA_OK(cudaDeviceSynchronize());
@@ -280,6 +286,96 @@ static void test_representative(void **st)
     vnt_end();
 }
 
+/* ncclGroupSimulateEnd runs nothing and estimates the group with the cost model (an
+ * 8-rank representative all-reduce on one node: the formula); registration is accepted;
+ * a custom op only goes with its own data type. */
+static void test_simulate_register_ops(void **st)
+{
+    represent_fn represent = find_represent();
+    ncclUniqueId id;
+    ncclComm_t c = NULL;
+    VNT_NCCL_OK(ncclGetUniqueId(&id));
+    if (represent)
+        VNT_CHECK(represent(&id, 0, 1) == 0, "represent failed");
+    VNT_NCCL_OK(ncclCommInitRank(&c, 8, id, 0));
+    enum { C = 1 << 20 };
+    float *d = vnt_dev_alloc(C * sizeof(float)), one = 1.0f, got = 0;
+    vnt_to_dev(d, &one, sizeof(one));
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    VNT_NCCL_OK(ncclGroupStart());
+    VNT_NCCL_OK(ncclAllReduce(d, d, C, ncclFloat32, ncclSum, c, 0));
+    VNT_NCCL_OK(ncclGroupSimulateEnd(&info));
+    VNT_CUDA_OK(cudaDeviceSynchronize());
+    vnt_from_dev(&got, d, sizeof(got));
+    VNT_CHECK(got == 1.0f, "a simulated group ran (element 0 is %g)", (double)got);
+    const vgpu_profile_t *p = vgpu_profile();
+    double a = p->intra_lat_us * 1e3, B = p->intra_gbps * p->link_eff, S = 4.0 * C;
+    double ring = 14 * a + 2 * 7.0 / 8 * S / B, tree = 6 * a + 2 * S / B;
+    double want_us = (ring < tree ? ring : tree) / 1e3;
+    VNT_CHECK(fabs(info.estimatedTime - want_us) < 1e-4 * want_us,
+              "estimatedTime: expected %.3f us, got %.3f us", want_us, (double)info.estimatedTime);
+    ncclSimInfo_t bad = NCCL_SIM_INFO_INITIALIZER;
+    bad.magic = 0;
+    VNT_NCCL(ncclInvalidArgument, ncclGroupSimulateEnd(&bad));
+    VNT_NCCL(ncclInvalidUsage, ncclGroupSimulateEnd(&info));
+
+    void *handle = NULL;
+    ncclWindow_t win = NULL;
+    VNT_NCCL_OK(ncclCommRegister(c, d, C * sizeof(float), &handle));
+    VNT_NCCL_OK(ncclCommDeregister(c, handle));
+    VNT_NCCL_OK(ncclCommWindowRegister(c, d, C * sizeof(float), &win, NCCL_WIN_DEFAULT));
+    VNT_NCCL_OK(ncclCommWindowDeregister(c, win));
+    void *m = NULL;
+    VNT_NCCL_OK(ncclMemAlloc(&m, 4096));
+    VNT_NCCL_OK(ncclMemFree(m));
+
+    ncclRedOp_t op;
+    float s = 0.5f;
+    VNT_NCCL_OK(ncclRedOpCreatePreMulSum(&op, &s, ncclFloat32, ncclScalarHostImmediate, c));
+    VNT_NCCL(ncclInvalidArgument, ncclAllReduce(d, d, 4, ncclInt32, op, c, 0));
+    VNT_NCCL_OK(ncclRedOpDestroy(op, c));
+    VNT_NCCL(ncclInvalidArgument, ncclRedOpDestroy(op, c));
+    VNT_NCCL(ncclInvalidArgument, ncclAllReduce(d, d, 4, ncclFloat32, op, c, 0));
+    VNT_NCCL_OK(ncclCommDestroy(c));
+    VNT_CUDA_OK(cudaFree(d));
+    vnt_end();
+}
+
+/* A collective declares what it reads and writes: a memset of its receive buffer on
+ * another stream while it runs is a hazard; the same memset ordered after it is not. */
+static void test_footprint_hazard(void **st)
+{
+    represent_fn represent = find_represent();
+    ncclUniqueId id;
+    ncclComm_t c = NULL;
+    VNT_NCCL_OK(ncclGetUniqueId(&id));
+    if (represent)
+        VNT_CHECK(represent(&id, 0, 1) == 0, "represent failed");
+    VNT_NCCL_OK(ncclCommInitRank(&c, 8, id, 0));
+    enum { C = 1 << 20 };
+    float *d = vnt_dev_alloc(2 * C * sizeof(float));
+    cudaStream_t a, b;
+    VNT_CUDA_OK(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking));
+    VNT_CUDA_OK(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking));
+    vgpu_counters_t k0, k1, k2;
+    vgpu_counters(&k0);
+    VNT_NCCL_OK(ncclAllReduce(d, d + C, C, ncclFloat32, ncclSum, c, a));
+    VNT_CUDA_OK(cudaStreamSynchronize(a));
+    VNT_CUDA_OK(cudaMemsetAsync(d + C, 0, C * sizeof(float), b));
+    vgpu_counters(&k1);
+    VNT_CHECK(k1.hazards == k0.hazards, "ordered use reported %llu hazard(s)",
+              (unsigned long long)(k1.hazards - k0.hazards));
+    VNT_NCCL_OK(ncclAllReduce(d, d + C, C, ncclFloat32, ncclSum, c, a));
+    VNT_CUDA_OK(cudaMemsetAsync(d + C, 0, C * sizeof(float), b));
+    vgpu_counters(&k2);
+    VNT_CHECK(k2.hazards > k1.hazards, "a memset racing the all-reduce's output went unseen");
+    VNT_CUDA_OK(cudaStreamDestroy(a));
+    VNT_CUDA_OK(cudaStreamDestroy(b));
+    VNT_NCCL_OK(ncclCommDestroy(c));
+    VNT_CUDA_OK(cudaFree(d));
+    vnt_end();
+}
+
 /* ---- the trace, from a child process ---- */
 
 static int scenario_trace(void)
@@ -340,6 +436,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_init_all_two_devices),
         cmocka_unit_test(test_grouped_init_rank),
         cmocka_unit_test(test_representative),
+        cmocka_unit_test(test_simulate_register_ops),
+        cmocka_unit_test(test_footprint_hazard),
         cmocka_unit_test(test_trace_names),
     };
     return cmocka_run_group_tests_name("vgpu.nccl.single", tests, NULL, NULL);

@@ -76,12 +76,30 @@ static void expect_time(const char *what, double want, double got)
               want, got);
 }
 
-static void i_allreduce(ncclComm_t c, size_t b) { VNT_NCCL_OK(ncclAllReduce(g_buf, g_buf, b / 4, ncclFloat32, ncclSum, c, g_s)); }
-static void i_allgather(ncclComm_t c, size_t b) { VNT_NCCL_OK(ncclAllGather(g_buf, g_buf + BIG, b / 2, ncclBfloat16, c, g_s)); }
-static void i_reducescatter(ncclComm_t c, size_t b) { VNT_NCCL_OK(ncclReduceScatter(g_buf + BIG, g_buf, b / 2, ncclBfloat16, ncclSum, c, g_s)); }
-static void i_broadcast(ncclComm_t c, size_t b) { VNT_NCCL_OK(ncclBroadcast(g_buf, g_buf, b, ncclUint8, 1, c, g_s)); }
-static void i_reduce(ncclComm_t c, size_t b) { VNT_NCCL_OK(ncclReduce(g_buf, g_buf, b / 8, ncclFloat64, ncclMax, 0, c, g_s)); }
-static void i_alltoall(ncclComm_t c, size_t b) { VNT_NCCL_OK(ncclAlltoAll(g_buf, g_buf + BIG, b / 4, ncclInt32, c, g_s)); }
+static void i_allreduce(ncclComm_t c, size_t b)
+{
+    VNT_NCCL_OK(ncclAllReduce(g_buf, g_buf, b / 4, ncclFloat32, ncclSum, c, g_s));
+}
+static void i_allgather(ncclComm_t c, size_t b)
+{
+    VNT_NCCL_OK(ncclAllGather(g_buf, g_buf + BIG, b / 2, ncclBfloat16, c, g_s));
+}
+static void i_reducescatter(ncclComm_t c, size_t b)
+{
+    VNT_NCCL_OK(ncclReduceScatter(g_buf + BIG, g_buf, b / 2, ncclBfloat16, ncclSum, c, g_s));
+}
+static void i_broadcast(ncclComm_t c, size_t b)
+{
+    VNT_NCCL_OK(ncclBroadcast(g_buf, g_buf, b, ncclUint8, 1, c, g_s));
+}
+static void i_reduce(ncclComm_t c, size_t b)
+{
+    VNT_NCCL_OK(ncclReduce(g_buf, g_buf, b / 8, ncclFloat64, ncclMax, 0, c, g_s));
+}
+static void i_alltoall(ncclComm_t c, size_t b)
+{
+    VNT_NCCL_OK(ncclAlltoAll(g_buf, g_buf + BIG, b / 4, ncclInt32, c, g_s));
+}
 
 /* A ring of grouped send/recv of b bytes each way. */
 static void i_ring(ncclComm_t c, size_t b)
@@ -109,7 +127,8 @@ static void test_allreduce_formula(void **st)
     double a, B;
     world_members(m);
     link_of(m, n, &a, &B);
-    expect_time("allreduce 64 MiB", f_allreduce(n, (double)BIG, a, B), timed(g_world, i_allreduce, BIG));
+    expect_time("allreduce 64 MiB", f_allreduce(n, (double)BIG, a, B),
+                timed(g_world, i_allreduce, BIG));
     expect_time("allreduce 4 KiB", f_allreduce(n, 4096.0, a, B), timed(g_world, i_allreduce, 4096));
     double ring = 2 * (n - 1) * a + 2.0 * (n - 1) / n * (double)BIG / B;
     VNT_CHECK(f_allreduce(n, (double)BIG, a, B) == ring, "64 MiB should be the ring's time");
@@ -123,7 +142,8 @@ static void test_other_collectives(void **st)
     world_members(m);
     link_of(m, n, &a, &B);
     expect_time("allgather", f_gather_like(n, n * S, a, B), timed(g_world, i_allgather, (size_t)S));
-    expect_time("reducescatter", f_gather_like(n, n * S, a, B), timed(g_world, i_reducescatter, (size_t)S));
+    expect_time("reducescatter", f_gather_like(n, n * S, a, B),
+                timed(g_world, i_reducescatter, (size_t)S));
     expect_time("broadcast", f_rooted(n, S, a, B), timed(g_world, i_broadcast, (size_t)S));
     expect_time("reduce", f_rooted(n, S, a, B), timed(g_world, i_reduce, (size_t)S));
     expect_time("alltoall", f_gather_like(n, n * S, a, B), timed(g_world, i_alltoall, (size_t)S));
@@ -140,7 +160,8 @@ static void test_split_link_class(void **st)
     int m[2] = {vnt.rank / 2 * 2, vnt.rank / 2 * 2 + 1};
     double a, B;
     link_of(m, 2, &a, &B);
-    expect_time("allreduce on a half", f_allreduce(2, (double)BIG, a, B), timed(half, i_allreduce, BIG));
+    expect_time("allreduce on a half", f_allreduce(2, (double)BIG, a, B),
+                timed(half, i_allreduce, BIG));
     VNT_NCCL_OK(ncclCommDestroy(half));
     vnt_end();
 }

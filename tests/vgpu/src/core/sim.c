@@ -496,8 +496,9 @@ static int can_start(const vg_op_t *op)
     return 1;
 }
 
-/* Settles a rendezvous op at a queue head: 1 when it may start now. */
-static int rendezvous(vg_op_t *op, int *blocked)
+/* Settles a rendezvous op at a queue head: 1 when it may start now. *local is set when it
+ * waits only for operations of this process. */
+static int rendezvous(vg_op_t *op, int *blocked, int *local)
 {
     if (op->state == VG_ST_QUEUED) {
         op->t_ready = vg_g.now;
@@ -514,6 +515,10 @@ static int rendezvous(vg_op_t *op, int *blocked)
             *blocked = 1;
             return 0;
         }
+        if (r == VG_RDV_LOCAL) {
+            *local = 1; /* its peers are ops of this process: simulating on posts them */
+            return 0;
+        }
         if (r < 0) {
             op->failed = 1;
             return 1;
@@ -524,7 +529,7 @@ static int rendezvous(vg_op_t *op, int *blocked)
     return op->t_start <= vg_g.now;
 }
 
-static void dispatch(int *blocked)
+static void dispatch(int *blocked, int *local)
 {
     int progress;
     do {
@@ -534,7 +539,7 @@ static void dispatch(int *blocked)
             for (int q = 0; q < vg_g.cfg.max_connections; q++) {
                 vg_op_t *op;
                 while ((op = d->qhead[q]) && can_start(op)) {
-                    if (op->rdv && !op->failed && !rendezvous(op, blocked)) {
+                    if (op->rdv && !op->failed && !rendezvous(op, blocked, local)) {
                         break;
                     }
                     d->qhead[q] = op->qnext;
@@ -581,7 +586,8 @@ int vg__sim_run(double bound, vg_done_fn done, void *arg, int *blocked)
 {
     *blocked = 0;
     for (;;) {
-        dispatch(blocked);
+        int local = 0;
+        dispatch(blocked, &local);
         if (done && done(arg)) {
             return 1;
         }
@@ -589,6 +595,10 @@ int vg__sim_run(double bound, vg_done_fn done, void *arg, int *blocked)
             return 0;
         }
         double t = next_event();
+        if (t == INFINITY && local) {
+            *blocked = 1; /* nothing else can happen: let the NCCL timeout speak */
+            return 0;
+        }
         if (t == INFINITY || t > bound) {
             return 0;
         }

@@ -64,6 +64,7 @@ void vgn_comm_unref(ncclComm_t c)
     if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) != 0)
         return;
     vgn_shm_unmap(&c->shm);
+    vgn_premul_free(c);
     free(c->granks);
     free(c->send_seq);
     free(c->recv_seq);
@@ -442,6 +443,79 @@ VG_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm
 }
 VGN_ALIAS(ncclCommSplit);
 
+/* Only the ranks that stay call ncclCommShrink, so there is nothing to exchange: each
+ * derives the new communicator (members in parent order, key from the parent's key, the
+ * shrink's number and the excluded ranks) and joins it. */
+VG_API ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList,
+                                    int excludeRanksCount, ncclComm_t *newcomm,
+                                    ncclConfig_t *config, int shrinkFlags)
+{
+    ncclResult_t r = vgn_comm_check(comm);
+    if (r != ncclSuccess && !(r == ncclInvalidUsage && comm && comm->magic == VGN_COMM_MAGIC))
+        return r; /* a failed or revoked parent may still be shrunk */
+    if (!newcomm || excludeRanksCount < 0 || (excludeRanksCount && !excludeRanksList)) {
+        vgn_error("nccl: ncclCommShrink: invalid arguments");
+        return ncclInvalidArgument;
+    }
+    *newcomm = NULL;
+    if (comm->represent) {
+        vgn_error("nccl: ncclCommShrink of a representative communicator (%s) is not supported",
+                  comm->name);
+        return ncclInvalidUsage;
+    }
+    char *out = calloc((size_t)comm->nranks, 1);
+    if (!out)
+        return ncclSystemError;
+    uint64_t mix = 0;
+    for (int i = 0; i < excludeRanksCount; i++) {
+        int x = excludeRanksList[i];
+        if (x < 0 || x >= comm->nranks || x == comm->rank) {
+            vgn_error("nccl: ncclCommShrink: excluded rank %d is out of range or this rank", x);
+            free(out);
+            return ncclInvalidArgument;
+        }
+        out[x] = 1;
+    }
+    int m = 0, me = 0;
+    for (int i = 0; i < comm->nranks; i++) {
+        if (out[i])
+            continue;
+        mix = mix64(mix ^ (uint64_t)i); /* order-independent of the caller's list */
+        me = i == comm->rank ? m : me;
+        m++;
+    }
+    free(out);
+    if (shrinkFlags & NCCL_SHRINK_ABORT)
+        __atomic_store_n(&comm->aborted, 1, __ATOMIC_RELEASE); /* the parent's ops end now */
+    const char *name = NULL;
+    int blocking = comm->blocking;
+    if ((r = read_config(config, &name, &blocking)) != ncclSuccess)
+        return r;
+    uint64_t epoch = ++comm->shrink_epoch;
+    char derived[64];
+    if (!name) {
+        snprintf(derived, sizeof(derived), "%.40s.shrink%llu", comm->name,
+                 (unsigned long long)epoch);
+        name = derived;
+    }
+    uint64_t k = mix64(comm->key ^ mix64(mix ^ (epoch << 32) ^ 0x5348524eull));
+    int saved = vg_current_device();
+    vg_set_device(comm->dev);
+    r = comm_create(newcomm, m, me, k, NULL, name, blocking);
+    vg_set_device(saved);
+    return r;
+}
+VGN_ALIAS(ncclCommShrink);
+
+VG_API ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags)
+{
+    (void)revokeFlags;
+    vgn_error("nccl: ncclCommRevoke is not supported by the vgpu (communicator %s)",
+              comm && comm->magic == VGN_COMM_MAGIC ? comm->name : "?");
+    return ncclInvalidUsage;
+}
+VGN_ALIAS(ncclCommRevoke);
+
 /* ---- teardown ---- */
 
 VG_API ncclResult_t pncclCommFinalize(ncclComm_t comm)
@@ -603,3 +677,31 @@ VG_API ncclResult_t pncclCommDeregister(const ncclComm_t comm, void *handle)
     return query_check(comm, handle, "ncclCommDeregister");
 }
 VGN_ALIAS(ncclCommDeregister);
+
+/* Windows only make a real transport faster: accepted and ignored. */
+VG_API ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size,
+                                            ncclWindow_t *win, int winFlags)
+{
+    (void)size;
+    (void)winFlags;
+    ncclResult_t r = query_check(comm, win, "ncclCommWindowRegister");
+    if (r == ncclSuccess)
+        *win = (ncclWindow_t)(buff ? buff : (void *)comm);
+    return r;
+}
+VGN_ALIAS(ncclCommWindowRegister);
+
+VG_API ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win)
+{
+    return query_check(comm, win, "ncclCommWindowDeregister");
+}
+VGN_ALIAS(ncclCommWindowDeregister);
+
+/* The vgpu has no debug settings to reload. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+VG_API void pncclResetDebugInit(void)
+{
+}
+VGN_ALIAS(ncclResetDebugInit);
+#pragma GCC diagnostic pop

@@ -88,12 +88,12 @@ static double cost_bytes(const vgn_item_t *it)
     }
 }
 
-/* Declares the bytes an item reads and writes on this rank (used in timing-only mode too:
- * the hazard detector sees the same footprint either way). */
-static void add_ranges(vg_op_t *op, const vgn_item_t *it)
+/* The bytes an item reads (write 0) and writes (write 1) on this rank: at most a scalar,
+ * a send and a receive range. Returns how many. */
+static int item_ranges(const vgn_item_t *it, vg_range_t *r)
 {
     size_t b = it->count * vgn_dtype_size(it->dtype), nb = b * (size_t)it->comm->nranks;
-    int root = it->comm->rank == it->root;
+    int root = it->comm->rank == it->root, n = 0;
     size_t sendlen = 0, recvlen = 0;
     switch (it->kind) {
     case VGN_ALLREDUCE: sendlen = b; recvlen = b; break;
@@ -108,10 +108,23 @@ static void add_ranges(vg_op_t *op, const vgn_item_t *it)
     case VGN_RECV: recvlen = b; break;
     default: break;
     }
+    if (it->scalar_dev) /* a pre-multiply scalar read when the collective starts */
+        r[n++] = (vg_range_t){(uintptr_t)it->scalar_dev, vgn_dtype_size(it->dtype), 0};
     if (sendlen)
-        vg_op_add_range(op, it->sendbuff, sendlen, 0);
+        r[n++] = (vg_range_t){(uintptr_t)it->sendbuff, sendlen, 0};
     if (recvlen)
-        vg_op_add_range(op, it->recvbuff, recvlen, 1);
+        r[n++] = (vg_range_t){(uintptr_t)it->recvbuff, recvlen, 1};
+    return n;
+}
+
+/* Declares the item's footprint (in timing-only mode too: the hazard detector sees the same
+ * ranges either way). */
+static void add_ranges(vg_op_t *op, const vgn_item_t *it)
+{
+    vg_range_t r[3];
+    int n = item_ranges(it, r);
+    for (int i = 0; i < n; i++)
+        vg_op_add_range(op, (const void *)r[i].lo, r[i].len, r[i].write);
 }
 
 /* "allreduce", or for a group the kinds in order with their counts: "sendx3+recvx3". */
@@ -127,7 +140,8 @@ static void op_name(char *buf, size_t len, const vgn_item_t *items, int m)
         if (!count[k])
             continue;
         int w = count[k] > 1
-                    ? snprintf(buf + used, len - used, "%s%sx%d", used ? "+" : "", vgn_kind_name(k), count[k])
+                    ? snprintf(buf + used, len - used, "%s%sx%d", used ? "+" : "", vgn_kind_name(k),
+                               count[k])
                     : snprintf(buf + used, len - used, "%s%s", used ? "+" : "", vgn_kind_name(k));
         used += w > 0 ? (size_t)w : 0;
         count[k] = 0;
@@ -191,16 +205,21 @@ static ncclResult_t submit(vgn_item_t *items, int m)
         add_ranges(op, &items[i]);
         bytes += (uint64_t)(items[i].count * vgn_dtype_size(items[i].dtype));
     }
-    snprintf(op->trace_args, sizeof(op->trace_args), "\"comm\":\"%.24s\",\"seq\":%llu,\"bytes\":%llu",
-             c0->name, (unsigned long long)items[0].seq, (unsigned long long)bytes);
-    cudaError_t e = vg_submit(items[0].stream, op);
+    snprintf(op->trace_args, sizeof(op->trace_args),
+             "\"comm\":\"%.24s\",\"seq\":%llu,\"bytes\":%llu", c0->name,
+             (unsigned long long)items[0].seq, (unsigned long long)bytes);
+    cudaError_t e = vg_submit_unchecked(items[0].stream, op); /* check_call did the ranges */
     if (saved != c0->dev)
         vg_set_device(saved);
     if (e == cudaSuccess)
         return ncclSuccess;
-    vgn_error("nccl: %s on communicator %s: the vgpu refused the operation (cudaError %d)",
+    /* The calls hold sequence numbers their peers will wait for: the communicators are
+     * out of step from here on. */
+    vgn_error("nccl: %s on communicator %s: the device refused the operation (cudaError %d)",
               m == 1 ? api_name(items[0].kind) : "ncclGroupEnd", c0->name, (int)e);
-    return e == cudaErrorInvalidValue ? ncclInvalidArgument : ncclUnhandledCudaError;
+    for (int i = 0; i < m; i++)
+        vgn_set_async(items[i].comm, ncclUnhandledCudaError);
+    return ncclUnhandledCudaError;
 }
 
 /* Queues the item inside a group, else submits it alone. Takes a reference on its comm. */
@@ -245,8 +264,9 @@ static ncclResult_t check_stream(ncclComm_t c, cudaStream_t s, const char *api)
     return ncclSuccess;
 }
 
-/* The checks every call shares, in NCCL's order; then the buffers this rank uses. */
-static ncclResult_t check_call(const vgn_item_t *it)
+/* The checks every call shares, in NCCL's order; then the buffers this rank uses. Resolves
+ * a custom reduction op into the item. */
+static ncclResult_t check_call(vgn_item_t *it)
 {
     const char *api = api_name(it->kind);
     ncclComm_t c = it->comm;
@@ -266,11 +286,8 @@ static ncclResult_t check_call(const vgn_item_t *it)
         return ncclInvalidArgument;
     }
     if ((it->kind == VGN_ALLREDUCE || it->kind == VGN_REDUCESCATTER || it->kind == VGN_REDUCE) &&
-        ((int)it->redop < 0 || (int)it->redop >= ncclNumOps)) {
-        vgn_error("nccl: %s: invalid reduction op %d (the vgpu has no custom ops)", api,
-                  (int)it->redop);
-        return ncclInvalidArgument;
-    }
+        (r = vgn_resolve_op(it, it->redop, api)) != ncclSuccess)
+        return r;
     if ((r = check_stream(c, it->stream, api)) != ncclSuccess)
         return r;
     int root = c->rank == it->root;
@@ -282,6 +299,19 @@ static ncclResult_t check_call(const vgn_item_t *it)
         vgn_error("nccl: %s on communicator %s: %s is NULL", api, c->name,
                   need_send && !it->sendbuff ? "sendbuff" : "recvbuff");
         return ncclInvalidArgument;
+    }
+    vg_range_t rg[3];
+    int nr = item_ranges(it, rg);
+    for (int i = 0; i < nr; i++) {
+        vg_alloc_info_t info;
+        int f = vg_mem_find((const void *)rg[i].lo, rg[i].len, &info);
+        if (f != 1) {
+            vgn_error("nccl: %s on communicator %s: %zu bytes at %p %s", api, c->name,
+                      rg[i].len, (void *)rg[i].lo,
+                      f < 0 ? "lie in a freed allocation (use after free)"
+                            : "are not inside one live device allocation");
+            return ncclInvalidArgument;
+        }
     }
     return ncclSuccess;
 }
@@ -315,10 +345,28 @@ VG_API ncclResult_t pncclGroupStart(void)
 }
 VGN_ALIAS(ncclGroupStart);
 
+/* Gives back the sequence number of a queued call that will not be submitted. Every call
+ * on its communicator since was queued in this group too (NCCL calls on one communicator
+ * come from one thread), so undoing them last to first restores the numbering its peers
+ * expect when they dropped the same group. */
+static void unnumber(const vgn_item_t *it)
+{
+    ncclComm_t c = it->comm;
+    uint64_t *ctr = it->kind == VGN_SEND   ? &c->send_seq[it->root]
+                    : it->kind == VGN_RECV ? &c->recv_seq[it->root]
+                                           : &c->coll_seq;
+    if (*ctr == it->seq + 1)
+        (*ctr)--;
+    else
+        vgn_set_async(c, ncclInternalError); /* out of step: fail rather than mismatch */
+}
+
 static void group_reset(vgn_group_t *g, int drop_items)
 {
-    for (int i = 0; drop_items && i < g->nitems; i++)
+    for (int i = drop_items ? g->nitems - 1 : -1; i >= 0; i--) {
+        unnumber(&g->items[i]);
         vgn_comm_unref(g->items[i].comm);
+    }
     g->nitems = 0;
     g->ninits = 0;
     g->err = ncclSuccess;
@@ -393,6 +441,39 @@ VG_API ncclResult_t pncclGroupEnd(void)
     return r;
 }
 VGN_ALIAS(ncclGroupEnd);
+
+/* Ends the group like ncclGroupEnd but runs nothing: estimatedTime is the time, in
+ * microseconds, the group's operations would take one after the other alone on the device
+ * (the same cost model). */
+VG_API ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo)
+{
+    vgn_group_t *g = &g_group;
+    if (!simInfo || simInfo->magic != 0x74685283u) {
+        vgn_error("nccl: ncclGroupSimulateEnd: simInfo not initialised with "
+                  "NCCL_SIM_INFO_INITIALIZER");
+        return ncclInvalidArgument;
+    }
+    if (g->depth == 0) {
+        vgn_error("nccl: ncclGroupSimulateEnd without ncclGroupStart");
+        return ncclInvalidUsage;
+    }
+    if (--g->depth > 0)
+        return ncclSuccess;
+    ncclResult_t r = finish_inits(g);
+    double ns = 0;
+    for (int i = 0; i < g->nitems; i++) {
+        vg_op_t probe; /* only the cost fields are used */
+        memset(&probe, 0, sizeof(probe));
+        op_cost(&probe, &g->items[i], 1);
+        ns += probe.solo_ns;
+    }
+    simInfo->estimatedTime = (float)(ns / 1e3);
+    if (g->err != ncclSuccess)
+        r = g->err;
+    group_reset(g, 1);
+    return r;
+}
+VGN_ALIAS(ncclGroupSimulateEnd);
 
 /* ---- collectives ---- */
 

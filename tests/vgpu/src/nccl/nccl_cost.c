@@ -20,6 +20,10 @@
  *   n == 1          a local copy: vg_cost_mem(2 S) (read and write)
  *
  * Concurrent communication on one link class shares bandwidth in the core (op->link).
+ *
+ * The functions carry VG_API so that they can serve other parts of the vgpu, but
+ * libnccl.so.2's version script exports only NCCL's own names: to call them from outside
+ * this library, this file would move into libvgpu.
  */
 #include <math.h>
 

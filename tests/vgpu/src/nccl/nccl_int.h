@@ -1,11 +1,12 @@
 /*
  * nccl_int.h: internals of the vgpu's libnccl.so.2.
  *
- * Files: nccl_api.c (communicators: init, split, destroy, queries, errors),
+ * Files: nccl_api.c (communicators: init, split, shrink, destroy, queries, errors),
  * nccl_shm.c (the shared-memory segment of a communicator and the per-op data segments),
  * nccl_coll.c (collective and point-to-point entry points, groups, op building),
  * nccl_rdv.c (the rendezvous callbacks post/poll/exec), nccl_reduce.c (data types and
- * reductions), nccl_cost.c (the alpha-beta cost model).
+ * reductions), nccl_ops.c (custom pre-multiply-sum ops), nccl_cost.c (the alpha-beta
+ * cost model).
  *
  * Model. A communicator's members meet in one POSIX shared-memory segment named after a
  * 64-bit key drawn from the unique id (docs in nccl_shm.c). Every collective, every
@@ -15,7 +16,8 @@
  *
  * Locking. The rendezvous callbacks run with the core's device lock held; every field of
  * vgn_batch_t / vgn_item_t after submission is guarded by it. A communicator's host-side
- * counters (coll_seq, p2p_*_seq, split_epoch) belong to the thread that issues calls on it
+ * state (coll_seq, send_seq/recv_seq, split_epoch, shrink_epoch, premul) belongs to the
+ * thread that issues calls on it
  * (NCCL forbids concurrent calls on one communicator). Fields read by the callbacks are
  * immutable after init, except async_err and aborted (atomics) and the shared segment
  * (process-shared atomics, see nccl_shm.c). Lock order: the core's device lock, then
@@ -36,6 +38,8 @@ ncclResult_t pncclGroupStart(void);
 ncclResult_t pncclGroupEnd(void);
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
+void pncclResetDebugInit(void);
+void ncclResetDebugInit(void);
 
 /* ---- unique id ---- */
 #define VGN_ID_MAGIC 0x4e436756u /* "VgCN" little-endian */
@@ -129,6 +133,9 @@ struct ncclComm {
     uint64_t *send_seq;     /* [nranks] next send to each peer */
     uint64_t *recv_seq;     /* [nranks] next receive from each peer */
     uint64_t split_epoch;   /* splits done on this communicator */
+    uint64_t shrink_epoch;  /* shrinks (only the remaining ranks count them) */
+    struct vgn_premul *premul; /* ncclRedOpCreatePreMulSum ops: id ncclNumOps + index */
+    int npremul;
     double t_init_wall;     /* wall clock when the join started (for the timeout) */
 };
 
@@ -138,6 +145,18 @@ typedef enum {
     VGN_ALLTOALL, VGN_GATHER, VGN_SCATTER, VGN_SEND, VGN_RECV, VGN_NKINDS
 } vgn_kind_t;
 
+/* The reduction of a call's item: built-in ops keep their value; every custom
+ * (pre-multiply-sum) op becomes VGN_PREMUL, with its scalar captured at the call. */
+#define VGN_PREMUL ((ncclRedOp_t)ncclNumOps)
+
+typedef struct vgn_premul {
+    int live;
+    ncclDataType_t dtype;
+    int on_device;          /* ncclScalarDevice: read at the collective's start */
+    const void *dev;
+    unsigned char value[8]; /* ncclScalarHostImmediate: copied at creation */
+} vgn_premul_t;
+
 typedef struct vgn_item {
     vgn_kind_t kind;
     ncclComm_t comm;        /* holds a reference while the op lives */
@@ -146,6 +165,8 @@ typedef struct vgn_item {
     size_t count;           /* the count the API call was given */
     ncclDataType_t dtype;
     ncclRedOp_t redop;
+    const void *scalar_dev; /* VGN_PREMUL: the scalar in device memory, or NULL */
+    unsigned char scalar[8];/* VGN_PREMUL: the scalar's value when held on the host */
     int root;               /* rooted collectives; peer for send/recv */
     uint64_t seq;           /* collective seq, or per-pair seq for send/recv */
     cudaStream_t stream;
@@ -163,7 +184,7 @@ typedef struct vgn_item {
 
 typedef struct vgn_batch {
     double t_ready;         /* from post */
-    double wall_first_poll; /* CLOCK_MONOTONIC seconds, 0 before the first poll */
+    double wall_posted;     /* CLOCK_MONOTONIC seconds at post: the timeout counts from it */
     int nitems;
     vgn_item_t items[];
 } vgn_batch_t;
@@ -176,18 +197,28 @@ const char *vgn_redop_name(int op);
 const char *vgn_kind_name(vgn_kind_t k);
 /* out[i] = in[0][i] op in[1][i] op ... op in[n-1][i], in that order, for i < count,
  * accumulated in fp32 for 16- and 8-bit floats (fp64 for fp64, wrapping integer arithmetic
- * for integers) and rounded once to nearest even; ncclAvg is the sum divided by n. out may
- * alias any in[k] element for element. */
+ * for integers) and rounded once to nearest even; ncclAvg is the sum divided by n;
+ * VGN_PREMUL sums scalar * in[k][i] (scalar: one element of type dt). out may alias any
+ * in[k] element for element. */
 void vgn_reduce(void *out, const void *const *in, int n, size_t count, ncclDataType_t dt,
-                ncclRedOp_t op);
-/* Conversions used by the reductions, exposed for tests of this file. */
-float vgn_to_float(const void *p, ncclDataType_t dt);
-void vgn_from_float(void *p, float v, ncclDataType_t dt);
+                ncclRedOp_t op, const void *scalar);
 
-/* ---- nccl_cost.c ---- */
+/* ---- nccl_ops.c ---- */
+/* Resolves a call's op for item it (dtype set): built-in ops pass; a live custom op of the
+ * item's communicator and type becomes VGN_PREMUL with its scalar. ncclInvalidArgument
+ * (with a message) otherwise. */
+ncclResult_t vgn_resolve_op(vgn_item_t *it, ncclRedOp_t op, const char *api);
+void vgn_premul_free(ncclComm_t c);
+
+/* ---- nccl_cost.c (formulas there) ---- */
+/* Solo time in ns of collective k over n ranks on link class link (0 intra-node, 1
+ * inter-node). bytes: S (all-reduce, broadcast, reduce), S_total = n x per-rank bytes
+ * (all-gather, reduce-scatter, gather, scatter) or the per-rank send size (all-to-all). */
 VG_API double vg_nccl_cost_coll(const vgpu_profile_t *p, vgn_kind_t k, int n, int link,
                                 double bytes);
+/* Solo time in ns of point-to-point traffic of `bytes` in the busier direction. */
 VG_API double vg_nccl_cost_p2p(const vgpu_profile_t *p, int link, double bytes);
+/* Bytes rank puts on the wire for collective k (the ring algorithm), for the counters. */
 VG_API double vg_nccl_cost_bytes_sent(vgn_kind_t k, int n, int rank, int root, double bytes);
 
 /* ---- nccl_shm.c ---- */
@@ -223,6 +254,8 @@ void vgn_shm_leave(ncclComm_t c, int failed);
 double vgn_wall(void);
 
 /* ---- nccl_api.c ---- */
+/* References keep a communicator's memory alive for the ops that use it; the last unref
+ * unmaps its segment and frees it. Atomic: any thread. */
 void vgn_comm_ref(ncclComm_t c);
 void vgn_comm_unref(ncclComm_t c);
 /* Records the first asynchronous error of c (later ones are kept out). */
@@ -232,6 +265,7 @@ void vgn_set_async(ncclComm_t c, ncclResult_t r);
 ncclResult_t vgn_comm_check(ncclComm_t c);
 /* Remembers msg as ncclGetLastError's answer and prints it as a vgpu message. */
 void vgn_error(const char *fmt, ...) VG_PRINTF(1, 2);
+/* VGPU_COMM_TIMEOUT in seconds (from the core's configuration). */
 double vgn_timeout_s(void);
 
 /* ---- nccl_coll.c ---- */
@@ -241,8 +275,9 @@ int vgn_in_group(void);
 ncclResult_t vgn_group_defer_init(ncclComm_t c);
 
 /* ---- nccl_rdv.c ---- */
+/* The callbacks of every communication op (payload: a vgn_batch_t the op owns). */
 extern const vg_rdv_ops_t vgn_rdv_ops;
-void vgn_exec(vg_op_t *op);
-void vgn_batch_release(vg_op_t *op);
+void vgn_exec(vg_op_t *op);          /* op->exec: computes this rank's outputs */
+void vgn_batch_release(vg_op_t *op); /* op->release: undoes what was left, frees the batch */
 
 #endif

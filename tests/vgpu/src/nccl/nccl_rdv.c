@@ -327,7 +327,7 @@ static int batch_post(vg_op_t *op, double t_ready)
 {
     vgn_batch_t *b = op->payload;
     b->t_ready = t_ready;
-    b->wall_first_poll = vgn_wall();
+    b->wall_posted = vgn_wall();
     for (int i = 0; i < b->nitems; i++)
         if (__atomic_load_n(&b->items[i].comm->aborted, __ATOMIC_ACQUIRE)) {
             fail_batch(b, ncclInvalidUsage); /* nothing posted: nothing left behind */
@@ -468,7 +468,7 @@ static void report_timeout(const vgn_batch_t *b, const vgn_item_t *it, const cha
                   "matching call; giving up%s", vgn_kind_name(it->kind),
                   (unsigned long long)it->seq, c->name, c->rank, c->nranks, it->count,
                   vgn_dtype_name(it->dtype), it->kind >= VGN_SEND ? "peer" : "root", it->root,
-                  vgn_wall() - b->wall_first_poll, missing,
+                  vgn_wall() - b->wall_posted, missing,
                   remote ? "" : wait_code(0) ? " (they are devices of this process)"
                   : " (they are devices of this process, which this core cannot simulate while "
                     "an op waits: it lacks VG_RDV_LOCAL)");
@@ -522,7 +522,7 @@ static int batch_poll(vg_op_t *op, double *t_start)
         }
         if (r == 0) {
             all = 0;
-            if (vgn_wall() - b->wall_first_poll > vgn_timeout_s()) {
+            if (vgn_wall() - b->wall_posted > vgn_timeout_s()) {
                 report_timeout(b, it, missing, mine);
                 fail_batch(b, ncclSystemError);
                 return -1;
@@ -572,22 +572,24 @@ static int map_inputs(vgn_item_t *it, const void **in, void **maps)
 /* Writes this rank's outputs of one item from the inputs of all ranks. */
 static void compute(vgn_item_t *it, const void **in)
 {
+    /* A device-resident pre-multiply scalar is read now, as the device would. */
+    const void *scalar = it->scalar_dev ? it->scalar_dev : it->scalar;
     ncclComm_t c = it->comm;
     int n = c->nranks, me = c->rank;
     size_t blk = it->count * vgn_dtype_size(it->dtype);
     char *out = it->recvbuff;
     switch (it->kind) {
     case VGN_ALLREDUCE:
-        vgn_reduce(out, in, n, it->count, it->dtype, it->redop);
+        vgn_reduce(out, in, n, it->count, it->dtype, it->redop, scalar);
         break;
     case VGN_REDUCE:
         if (me == it->root)
-            vgn_reduce(out, in, n, it->count, it->dtype, it->redop);
+            vgn_reduce(out, in, n, it->count, it->dtype, it->redop, scalar);
         break;
     case VGN_REDUCESCATTER:
         for (int k = 0; k < n; k++)
             in[k] = (const char *)in[k] + (size_t)me * blk;
-        vgn_reduce(out, in, n, it->count, it->dtype, it->redop);
+        vgn_reduce(out, in, n, it->count, it->dtype, it->redop, scalar);
         break;
     case VGN_ALLGATHER:
         for (int k = 0; k < n; k++)

@@ -10,9 +10,11 @@
  * no infinity and saturates to +-448). fp32 reduces in fp32, fp64 in fp64. Integers wrap
  * (two's complement) like the device's integer arithmetic. ncclAvg is the reduction with
  * ncclSum divided by nranks at the end (integers: truncating division in the type).
- * Max and min with NaN inputs are unspecified.
+ * A pre-multiply-sum op (ncclRedOpCreatePreMulSum) multiplies each input by its scalar, in
+ * the same arithmetic, before adding it. Max and min with NaN inputs are unspecified.
  */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 #include "nccl_int.h"
@@ -120,8 +122,8 @@ const char *vgn_dtype_name(int dtype)
 
 const char *vgn_redop_name(int op)
 {
-    static const char *const names[] = {"sum", "prod", "max", "min", "avg"};
-    return op >= 0 && op < ncclNumOps ? names[op] : "invalid-op";
+    static const char *const names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+    return op >= 0 && op <= ncclNumOps ? names[op] : "invalid-op";
 }
 
 const char *vgn_kind_name(vgn_kind_t k)
@@ -132,23 +134,46 @@ const char *vgn_kind_name(vgn_kind_t k)
     return k < VGN_NKINDS ? names[k] : "?";
 }
 
-float vgn_to_float(const void *p, ncclDataType_t dt)
+/* Every code of the 16-bit float and the two fp8 formats, decoded once: the reductions
+ * decode n inputs per output, so decoding is their inner loop (bf16 is a shift). */
+static float g_f16[1 << 16], g_e4m3[256], g_e5m2[256];
+static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
+
+static void tables_init(void)
 {
-    const vgn_fmt_t *f = fmt_of(dt);
-    if (dt == ncclFloat32) {
-        float v;
-        memcpy(&v, p, 4);
-        return v;
+    for (uint32_t b = 0; b < (1u << 16); b++)
+        g_f16[b] = fmt_decode(&k_f16, b);
+    for (uint32_t b = 0; b < 256; b++) {
+        g_e4m3[b] = fmt_decode(&k_e4m3, b);
+        g_e5m2[b] = fmt_decode(&k_e5m2, b);
     }
-    if (f->ebits + f->mbits == 15) {
-        uint16_t b;
-        memcpy(&b, p, 2);
-        return fmt_decode(f, b);
-    }
-    return fmt_decode(f, *(const uint8_t *)p);
 }
 
-void vgn_from_float(void *p, float v, ncclDataType_t dt)
+static float to_float(const void *p, ncclDataType_t dt)
+{
+    float v;
+    uint16_t h;
+    switch (dt) {
+    case ncclFloat32:
+        memcpy(&v, p, 4);
+        return v;
+    case ncclBfloat16: {
+        memcpy(&h, p, 2);
+        uint32_t u = (uint32_t)h << 16; /* bf16 is the top half of an fp32 */
+        memcpy(&v, &u, 4);
+        return v;
+    }
+    case ncclFloat16:
+        memcpy(&h, p, 2);
+        return g_f16[h];
+    case ncclFloat8e4m3:
+        return g_e4m3[*(const uint8_t *)p];
+    default:
+        return g_e5m2[*(const uint8_t *)p];
+    }
+}
+
+static void from_float(void *p, float v, ncclDataType_t dt)
 {
     const vgn_fmt_t *f = fmt_of(dt);
     if (dt == ncclFloat32) {
@@ -168,18 +193,21 @@ void vgn_from_float(void *p, float v, ncclDataType_t dt)
 #define VGN_BLOCK 1024
 
 static void reduce_float(void *out, const void *const *in, int n, size_t count,
-                         ncclDataType_t dt, ncclRedOp_t op)
+                         ncclDataType_t dt, ncclRedOp_t op, const void *scalar)
 {
+    pthread_once(&g_tables_once, tables_init);
     size_t sz = vgn_dtype_size(dt);
-    float acc[VGN_BLOCK];
+    float acc[VGN_BLOCK], s = op == VGN_PREMUL ? to_float(scalar, dt) : 1.0f;
+    if (op == VGN_PREMUL)
+        op = ncclSum;
     for (size_t b0 = 0; b0 < count; b0 += VGN_BLOCK) {
         size_t nb = count - b0 < VGN_BLOCK ? count - b0 : VGN_BLOCK;
         for (size_t i = 0; i < nb; i++)
-            acc[i] = vgn_to_float((const char *)in[0] + (b0 + i) * sz, dt);
+            acc[i] = s * to_float((const char *)in[0] + (b0 + i) * sz, dt);
         for (int k = 1; k < n; k++) {
             const char *src = (const char *)in[k] + b0 * sz;
             for (size_t i = 0; i < nb; i++) {
-                float x = vgn_to_float(src + i * sz, dt);
+                float x = s * to_float(src + i * sz, dt);
                 switch (op) {
                 case ncclProd: acc[i] *= x; break;
                 case ncclMax: acc[i] = x > acc[i] ? x : acc[i]; break;
@@ -190,20 +218,27 @@ static void reduce_float(void *out, const void *const *in, int n, size_t count,
         }
         for (size_t i = 0; i < nb; i++) {
             float v = op == ncclAvg ? acc[i] / (float)n : acc[i];
-            vgn_from_float((char *)out + (b0 + i) * sz, v, dt);
+            from_float((char *)out + (b0 + i) * sz, v, dt);
         }
     }
 }
 
 static void reduce_double(double *out, const void *const *in, int n, size_t count,
-                          ncclRedOp_t op)
+                          ncclRedOp_t op, const void *scalar)
 {
+    double s = 1.0;
+    if (op == VGN_PREMUL) {
+        memcpy(&s, scalar, 8);
+        op = ncclSum;
+    }
     for (size_t i = 0; i < count; i++) {
         double acc;
         memcpy(&acc, (const char *)in[0] + i * 8, 8);
+        acc *= s;
         for (int k = 1; k < n; k++) {
             double x;
             memcpy(&x, (const char *)in[k] + i * 8, 8);
+            x *= s;
             switch (op) {
             case ncclProd: acc *= x; break;
             case ncclMax: acc = x > acc ? x : acc; break;
@@ -240,14 +275,19 @@ static void int_store(char *p, uint64_t v, ncclDataType_t dt)
 }
 
 static void reduce_int(void *out, const void *const *in, int n, size_t count,
-                       ncclDataType_t dt, ncclRedOp_t op)
+                       ncclDataType_t dt, ncclRedOp_t op, const void *scalar)
 {
     size_t sz = vgn_dtype_size(dt);
     int is_signed = dt == ncclInt8 || dt == ncclInt32 || dt == ncclInt64;
+    uint64_t s = 1;
+    if (op == VGN_PREMUL) {
+        s = int_load(scalar, dt);
+        op = ncclSum;
+    }
     for (size_t i = 0; i < count; i++) {
-        uint64_t acc = int_load((const char *)in[0] + i * sz, dt);
+        uint64_t acc = s * int_load((const char *)in[0] + i * sz, dt);
         for (int k = 1; k < n; k++) {
-            uint64_t x = int_load((const char *)in[k] + i * sz, dt);
+            uint64_t x = s * int_load((const char *)in[k] + i * sz, dt);
             switch (op) {
             case ncclProd: acc *= x; break;
             case ncclMax:
@@ -264,26 +304,26 @@ static void reduce_int(void *out, const void *const *in, int n, size_t count,
         char *dst = (char *)out + i * sz;
         int_store(dst, acc, dt);
         if (op == ncclAvg) { /* divide the sum as the type holds it, truncating */
-            uint64_t s = int_load(dst, dt);
-            uint64_t q = is_signed ? (uint64_t)((int64_t)s / n) : s / (uint64_t)n;
+            uint64_t sum = int_load(dst, dt);
+            uint64_t q = is_signed ? (uint64_t)((int64_t)sum / n) : sum / (uint64_t)n;
             int_store(dst, q, dt);
         }
     }
 }
 
 void vgn_reduce(void *out, const void *const *in, int n, size_t count, ncclDataType_t dt,
-                ncclRedOp_t op)
+                ncclRedOp_t op, const void *scalar)
 {
     switch (dt) {
     case ncclFloat16: case ncclBfloat16: case ncclFloat32: case ncclFloat8e4m3:
     case ncclFloat8e5m2:
-        reduce_float(out, in, n, count, dt, op);
+        reduce_float(out, in, n, count, dt, op, scalar);
         break;
     case ncclFloat64:
-        reduce_double(out, in, n, count, op);
+        reduce_double(out, in, n, count, op, scalar);
         break;
     default:
-        reduce_int(out, in, n, count, dt, op);
+        reduce_int(out, in, n, count, dt, op, scalar);
         break;
     }
 }
