@@ -22,25 +22,20 @@
 #define DH_HOOK_LIBS(X)                                                        \
     X(CUDART, "cudart", "libcudart.so.13", cudaErrorInitializationError)       \
     X(CUBLAS, "cublas", "libcublas.so.13", CUBLAS_STATUS_NOT_INITIALIZED)      \
-    X(CUBLASLT, "cublasLt", "libcublasLt.so.13", CUBLAS_STATUS_NOT_INITIALIZED)
+    X(CUBLASLT, "cublasLt", "libcublasLt.so.13", CUBLAS_STATUS_NOT_INITIALIZED)   \
+    X(CUDA, "cuda", "libcuda.so.1", CUDA_ERROR_NOT_INITIALIZED)                   \
+    X(NCCL, "nccl", "libnccl.so.2", ncclInternalError)
 
-#define DH_HOOKS_CUDART(X)                                                                  \
-    X(CUDART, cudaError_t, cudaMalloc, (void **devPtr, size_t size), (devPtr, size))        \
-    X(CUDART, cudaError_t, cudaFree, (void *devPtr), (devPtr))                              \
-    X(CUDART, cudaError_t, cudaMallocAsync, (void **devPtr, size_t size, cudaStream_t hStream), \
-      (devPtr, size, hStream))                                                              \
-    X(CUDART, cudaError_t, cudaFreeAsync, (void *devPtr, cudaStream_t hStream),             \
-      (devPtr, hStream))                                                                    \
-    X(CUDART, cudaError_t, cudaMemcpy,                                                      \
-      (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind),                 \
-      (dst, src, count, kind))                                                              \
-    X(CUDART, cudaError_t, cudaMemcpyAsync,                                                 \
-      (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,                  \
-       cudaStream_t stream),                                                                \
-      (dst, src, count, kind, stream))                                                      \
-    X(CUDART, cudaError_t, cudaMemsetAsync,                                                 \
-      (void *devPtr, int value, size_t count, cudaStream_t stream),                         \
-      (devPtr, value, count, stream))                                                       \
+/* The CUDA runtime, by class (DESIGN.md "Data flow"; the classes are what the wrappers in
+ * wrap_cudart.c do when the mode defers):
+ *   CAPTURE  the call enqueues stream work: captured into an op and deferred; also the
+ *            calls whose deferred handling is written one by one (cudaMallocAsync,
+ *            cudaEventQuery, graph capture, cudaEventDestroy);
+ *   SYNC     the call makes the host wait, observes device progress, or enqueues work the
+ *            shim cannot capture: everything queued is issued first (drain), then the
+ *            call is forwarded; the drain reason of each is in dh__drain_reason();
+ *   FORWARD  no stream work and no ordering concern: forwarded at once. */
+#define DH_HOOKS_CUDART_CAPTURE(X)                                                          \
     X(CUDART, cudaError_t, cudaLaunchKernel,                                                \
       (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,        \
        cudaStream_t stream),                                                                \
@@ -48,18 +43,62 @@
     X(CUDART, cudaError_t, cudaLaunchKernelExC,                                             \
       (const cudaLaunchConfig_t *config, const void *func, void **args),                    \
       (config, func, args))                                                                 \
-    X(CUDART, cudaError_t, cudaStreamSynchronize, (cudaStream_t stream), (stream))          \
-    X(CUDART, cudaError_t, cudaDeviceSynchronize, (void), ())                               \
+    X(CUDART, cudaError_t, cudaMemcpyAsync,                                                 \
+      (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,                  \
+       cudaStream_t stream),                                                                \
+      (dst, src, count, kind, stream))                                                      \
+    X(CUDART, cudaError_t, cudaMemsetAsync,                                                 \
+      (void *devPtr, int value, size_t count, cudaStream_t stream),                         \
+      (devPtr, value, count, stream))                                                       \
+    X(CUDART, cudaError_t, cudaLaunchHostFunc,                                              \
+      (cudaStream_t stream, cudaHostFn_t fn, void *userData), (stream, fn, userData))       \
     X(CUDART, cudaError_t, cudaEventRecord, (cudaEvent_t event, cudaStream_t stream),       \
       (event, stream))                                                                      \
     X(CUDART, cudaError_t, cudaEventRecordWithFlags,                                        \
       (cudaEvent_t event, cudaStream_t stream, unsigned int flags), (event, stream, flags)) \
-    X(CUDART, cudaError_t, cudaEventQuery, (cudaEvent_t event), (event))                    \
-    X(CUDART, cudaError_t, cudaEventSynchronize, (cudaEvent_t event), (event))              \
     X(CUDART, cudaError_t, cudaStreamWaitEvent,                                             \
-      (cudaStream_t stream, cudaEvent_t event, unsigned int flags), (stream, event, flags))
+      (cudaStream_t stream, cudaEvent_t event, unsigned int flags), (stream, event, flags)) \
+    X(CUDART, cudaError_t, cudaFreeAsync, (void *devPtr, cudaStream_t hStream),             \
+      (devPtr, hStream))                                                                    \
+    X(CUDART, cudaError_t, cudaMallocAsync, (void **devPtr, size_t size, cudaStream_t hStream), \
+      (devPtr, size, hStream))                                                              \
+    X(CUDART, cudaError_t, cudaEventQuery, (cudaEvent_t event), (event))                    \
+    X(CUDART, cudaError_t, cudaStreamBeginCapture,                                          \
+      (cudaStream_t stream, enum cudaStreamCaptureMode mode), (stream, mode))               \
+    X(CUDART, cudaError_t, cudaStreamEndCapture, (cudaStream_t stream, cudaGraph_t *pGraph), \
+      (stream, pGraph))                                                                     \
+    X(CUDART, cudaError_t, cudaEventDestroy, (cudaEvent_t event), (event))
 
-#define DH_HOOKS_CUBLAS(X)                                                                  \
+#define DH_HOOKS_CUDART_SYNC(X)                                                             \
+    X(CUDART, cudaError_t, cudaStreamSynchronize, (cudaStream_t stream), (stream))          \
+    X(CUDART, cudaError_t, cudaDeviceSynchronize, (void), ())                               \
+    X(CUDART, cudaError_t, cudaEventSynchronize, (cudaEvent_t event), (event))              \
+    X(CUDART, cudaError_t, cudaEventElapsedTime,                                            \
+      (float *ms, cudaEvent_t start, cudaEvent_t end), (ms, start, end))                    \
+    X(CUDART, cudaError_t, cudaStreamQuery, (cudaStream_t stream), (stream))                \
+    X(CUDART, cudaError_t, cudaMemcpy,                                                      \
+      (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind),                 \
+      (dst, src, count, kind))                                                              \
+    X(CUDART, cudaError_t, cudaMemset, (void *devPtr, int value, size_t count),             \
+      (devPtr, value, count))                                                               \
+    X(CUDART, cudaError_t, cudaMemcpy2DAsync,                                               \
+      (void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,              \
+       size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),                       \
+      (dst, dpitch, src, spitch, width, height, kind, stream))                              \
+    X(CUDART, cudaError_t, cudaFree, (void *devPtr), (devPtr))                              \
+    X(CUDART, cudaError_t, cudaFreeHost, (void *ptr), (ptr))                                \
+    X(CUDART, cudaError_t, cudaStreamDestroy, (cudaStream_t stream), (stream))
+
+#define DH_HOOKS_CUDART_FORWARD(X)                                                          \
+    X(CUDART, cudaError_t, cudaMalloc, (void **devPtr, size_t size), (devPtr, size))
+
+#define DH_HOOKS_CUDART(X) DH_HOOKS_CUDART_CAPTURE(X) DH_HOOKS_CUDART_SYNC(X) \
+    DH_HOOKS_CUDART_FORWARD(X)
+
+/* cuBLAS: GEMMs are captured; the handle setters are forwarded and mirrored (a deferred
+ * GEMM replays with the state its handle had at the call); batched GEMMs the shim cannot
+ * capture yet drain first. */
+#define DH_HOOKS_CUBLAS_CAPTURE(X)                                                          \
     X(CUBLAS, cublasStatus_t, cublasGemmEx,                                                 \
       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,    \
        int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,         \
@@ -74,6 +113,41 @@
        const float *beta, float *C, int ldc),                                               \
       (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))
 
+#define DH_HOOKS_CUBLAS_STATE(X)                                                            \
+    X(CUBLAS, cublasStatus_t, cublasSetStream_v2, (cublasHandle_t handle, cudaStream_t s),  \
+      (handle, s))                                                                          \
+    X(CUBLAS, cublasStatus_t, cublasSetWorkspace_v2,                                        \
+      (cublasHandle_t handle, void *workspace, size_t workspaceSizeInBytes),                \
+      (handle, workspace, workspaceSizeInBytes))                                            \
+    X(CUBLAS, cublasStatus_t, cublasSetMathMode, (cublasHandle_t handle, cublasMath_t mode), \
+      (handle, mode))                                                                       \
+    X(CUBLAS, cublasStatus_t, cublasSetPointerMode_v2,                                      \
+      (cublasHandle_t handle, cublasPointerMode_t mode), (handle, mode))                    \
+    X(CUBLAS, cublasStatus_t, cublasSetAtomicsMode,                                         \
+      (cublasHandle_t handle, cublasAtomicsMode_t mode), (handle, mode))                    \
+    X(CUBLAS, cublasStatus_t, cublasDestroy_v2, (cublasHandle_t handle), (handle))
+
+#define DH_HOOKS_CUBLAS_SYNC(X)                                                             \
+    X(CUBLAS, cublasStatus_t, cublasSgemmStridedBatched,                                    \
+      (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,    \
+       int n, int k, const float *alpha, const float *A, int lda, long long int strideA,    \
+       const float *B, int ldb, long long int strideB, const float *beta, float *C,         \
+       int ldc, long long int strideC, int batchCount),                                     \
+      (handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta, C,   \
+       ldc, strideC, batchCount))                                                           \
+    X(CUBLAS, cublasStatus_t, cublasGemmStridedBatchedEx,                                   \
+      (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,    \
+       int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,         \
+       long long int strideA, const void *B, cudaDataType Btype, int ldb,                   \
+       long long int strideB, const void *beta, void *C, cudaDataType Ctype, int ldc,       \
+       long long int strideC, int batchCount, cublasComputeType_t computeType,              \
+       cublasGemmAlgo_t algo),                                                              \
+      (handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,       \
+       strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo))
+
+#define DH_HOOKS_CUBLAS(X) DH_HOOKS_CUBLAS_CAPTURE(X) DH_HOOKS_CUBLAS_STATE(X) \
+    DH_HOOKS_CUBLAS_SYNC(X)
+
 #define DH_HOOKS_CUBLASLT(X)                                                                \
     X(CUBLASLT, cublasStatus_t, cublasLtMatmul,                                             \
       (cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc, const void *alpha,   \
@@ -85,6 +159,91 @@
       (lightHandle, computeDesc, alpha, A, Adesc, B, Bdesc, beta, C, Cdesc, D, Ddesc, algo, \
        workspace, workspaceSizeInBytes, stream))
 
-#define DH_HOOKS_ALL(X) DH_HOOKS_CUDART(X) DH_HOOKS_CUBLAS(X) DH_HOOKS_CUBLASLT(X)
+/* The driver. Programs reach it directly, through dlsym on a libcuda handle (PyTorch,
+ * Triton) and through cuGetProcAddress (the runtime itself): wrap_cuda.c hands out these
+ * wrappers on all three paths. Launches are captured; waits and copies the shim does not
+ * capture drain first. (cuGetProcAddress is the legacy 4-argument entry point; the header
+ * maps the name to cuGetProcAddress_v2.) */
+#define DH_HOOKS_CUDA_CAPTURE(X)                                                            \
+    X(CUDA, CUresult, cuLaunchKernel,                                                       \
+      (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,       \
+       unsigned bz, unsigned shm, CUstream s, void **params, void **extra),                 \
+      (f, gx, gy, gz, bx, by, bz, shm, s, params, extra))                                   \
+    X(CUDA, CUresult, cuLaunchKernel_ptsz,                                                  \
+      (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,       \
+       unsigned bz, unsigned shm, CUstream s, void **params, void **extra),                 \
+      (f, gx, gy, gz, bx, by, bz, shm, s, params, extra))                                   \
+    X(CUDA, CUresult, cuLaunchKernelEx,                                                     \
+      (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),            \
+      (config, f, params, extra))                                                           \
+    X(CUDA, CUresult, cuLaunchKernelEx_ptsz,                                                \
+      (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),            \
+      (config, f, params, extra))                                                           \
+    X(CUDA, CUresult, cuGetProcAddress_v2,                                                  \
+      (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,                   \
+       CUdriverProcAddressQueryResult *symbolStatus),                                       \
+      (symbol, pfn, cudaVersion, flags, symbolStatus))                                      \
+    X(CUDA, CUresult, cuGetProcAddress,                                                     \
+      (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags),                  \
+      (symbol, pfn, cudaVersion, flags))
+
+#define DH_HOOKS_CUDA_SYNC(X)                                                               \
+    X(CUDA, CUresult, cuStreamSynchronize, (CUstream s), (s))                               \
+    X(CUDA, CUresult, cuStreamSynchronize_ptsz, (CUstream s), (s))                          \
+    X(CUDA, CUresult, cuStreamQuery, (CUstream s), (s))                                     \
+    X(CUDA, CUresult, cuCtxSynchronize, (void), ())                                         \
+    X(CUDA, CUresult, cuEventSynchronize, (CUevent e), (e))                                 \
+    X(CUDA, CUresult, cuMemcpyHtoD_v2, (CUdeviceptr d, const void *h, size_t n), (d, h, n)) \
+    X(CUDA, CUresult, cuMemcpyDtoH_v2, (void *h, CUdeviceptr d, size_t n), (h, d, n))       \
+    X(CUDA, CUresult, cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st),  \
+      (d, s, n, st))                                                                        \
+    X(CUDA, CUresult, cuMemcpyHtoDAsync_v2,                                                 \
+      (CUdeviceptr d, const void *h, size_t n, CUstream st), (d, h, n, st))                 \
+    X(CUDA, CUresult, cuMemcpyDtoHAsync_v2,                                                 \
+      (void *h, CUdeviceptr d, size_t n, CUstream st), (h, d, n, st))                       \
+    X(CUDA, CUresult, cuMemsetD8Async,                                                      \
+      (CUdeviceptr d, unsigned char v, size_t n, CUstream st), (d, v, n, st))               \
+    X(CUDA, CUresult, cuMemFree_v2, (CUdeviceptr d), (d))
+
+#define DH_HOOKS_CUDA(X) DH_HOOKS_CUDA_CAPTURE(X) DH_HOOKS_CUDA_SYNC(X)
+
+/* NCCL: until the NCCL issue captures them (nccl_wrap/), every call that enqueues work
+ * drains first, so a collective never overtakes the work queued before it. */
+#define DH_HOOKS_NCCL_SYNC(X)                                                               \
+    X(NCCL, ncclResult_t, ncclAllReduce,                                                    \
+      (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,         \
+       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),                               \
+      (sendbuff, recvbuff, count, datatype, op, comm, stream))                              \
+    X(NCCL, ncclResult_t, ncclAllGather,                                                    \
+      (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,     \
+       ncclComm_t comm, cudaStream_t stream),                                               \
+      (sendbuff, recvbuff, sendcount, datatype, comm, stream))                              \
+    X(NCCL, ncclResult_t, ncclReduceScatter,                                                \
+      (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,     \
+       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),                               \
+      (sendbuff, recvbuff, recvcount, datatype, op, comm, stream))                          \
+    X(NCCL, ncclResult_t, ncclBroadcast,                                                    \
+      (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,         \
+       int root, ncclComm_t comm, cudaStream_t stream),                                     \
+      (sendbuff, recvbuff, count, datatype, root, comm, stream))                            \
+    X(NCCL, ncclResult_t, ncclReduce,                                                       \
+      (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,         \
+       ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream),                     \
+      (sendbuff, recvbuff, count, datatype, op, root, comm, stream))                        \
+    X(NCCL, ncclResult_t, ncclAlltoAll,                                                     \
+      (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,         \
+       ncclComm_t comm, cudaStream_t stream),                                               \
+      (sendbuff, recvbuff, count, datatype, comm, stream))                                  \
+    X(NCCL, ncclResult_t, ncclSend,                                                         \
+      (const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,               \
+       ncclComm_t comm, cudaStream_t stream),                                               \
+      (sendbuff, count, datatype, peer, comm, stream))                                      \
+    X(NCCL, ncclResult_t, ncclRecv,                                                         \
+      (void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,    \
+       cudaStream_t stream),                                                                \
+      (recvbuff, count, datatype, peer, comm, stream))
+
+#define DH_HOOKS_ALL(X) DH_HOOKS_CUDART(X) DH_HOOKS_CUBLAS(X) DH_HOOKS_CUBLASLT(X) \
+    DH_HOOKS_CUDA(X) DH_HOOKS_NCCL_SYNC(X)
 
 #endif

@@ -8,7 +8,9 @@
 
 #include <cublasLt.h>
 #include <cublas_api.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include "common/log.h"
 
@@ -84,7 +86,7 @@ static void dh__resolve_lib(dh_hook_lib_t lib)
     for (int id = 0; id < DH_HOOK_COUNT; id++) {
         if (dh__hook_libs[id] != lib)
             continue;
-        void *p = dlsym(RTLD_NEXT, dh__hook_names[id]);
+        void *p = dh_real_dlsym()(RTLD_NEXT, dh__hook_names[id]);
         dh__hook_fn[id] = p;
         total++;
         found += p != NULL;

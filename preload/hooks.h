@@ -48,6 +48,17 @@ const char *dh_hook_lib_name(dh_hook_lib_t lib);
  * later issues). Thread-safe. */
 void *dh_hook_real(dh_hook_id_t id);
 
+/* The C library's own dlsym (the shim interposes dlsym, see wrap_cuda.c). Code of the shim
+ * that looks up the next definition of a symbol calls this one: called from inside the
+ * shim, RTLD_NEXT means "after the shim". Never NULL. Thread-safe. */
+typedef void *(*dh_dlsym_fn)(void *, const char *);
+dh_dlsym_fn dh_real_dlsym(void);
+
+/* The id of a wrapped entry point by name, or DH_HOOK_COUNT. */
+dh_hook_id_t dh_hook_find(const char *name);
+/* The shim's wrapper of id (the address a program must get instead of the real one). */
+void *dh_hook_wrapper(dh_hook_id_t id);
+
 /* Calls of id made by the program, and calls made while another wrapper was running on
  * the same thread. Relaxed reads: exact once the counting threads have stopped. */
 uint64_t dh_hook_calls(dh_hook_id_t id);

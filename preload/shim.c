@@ -16,11 +16,14 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "hooks.h"
+#include "scheduler.h"
 #include "stats.h"
 
 #define DH__ALLOC_CONF "PYTORCH_CUDA_ALLOC_CONF"
 #define DH__ALLOC_CONF_NEW "PYTORCH_ALLOC_CONF"
 #define DH__ALLOC_ASYNC "backend:cudaMallocAsync"
+
+extern int dh__dlsym_ready; /* dlsym_entry.c */
 
 /* pid of the process that loaded the shim; a forked child reports only its own calls. */
 static pid_t dh__load_pid;
@@ -56,9 +59,13 @@ static void dh__alloc_conf(void)
             DH_WARN(CORE, "cannot set %s=%s", DH__ALLOC_CONF, DH__ALLOC_ASYNC);
         return;
     }
-    if (strstr(set, DH__ALLOC_ASYNC) == NULL)
+    if (strstr(set, DH__ALLOC_ASYNC) == NULL) {
         DH_INFO(CORE, "%s=%s kept; without %s the reordering modes will refuse to reorder",
                 set == mine ? DH__ALLOC_CONF : DH__ALLOC_CONF_NEW, set, DH__ALLOC_ASYNC);
+        dh_sched_set_reorder_allowed(0, "the framework chose an allocator other than the "
+                                        "stream-ordered one (" DH__ALLOC_ASYNC "), whose "
+                                        "memory reuse the shim cannot see");
+    }
 }
 
 static void dh__atfork_child(void)
@@ -73,12 +80,17 @@ __attribute__((constructor)) static void dh__shim_load(void)
     dh_log_init();
     if (cfg->print_config)
         dh__print_config(cfg);
-    if (cfg->mode != DH_MODE_PASSTHROUGH)
+    int deferring = cfg->mode == DH_MODE_STRESS || cfg->mode == DH_MODE_STRANDS;
+    if (cfg->mode != DH_MODE_PASSTHROUGH && !deferring)
         DH_WARN(CORE, "DHELIX_MODE=%s (%s) is not implemented yet; running passthrough",
                 dh_mode_name(cfg->mode), dh_config_source_name(cfg->source[DH_CFG_MODE]));
-    DH_INFO(CORE, "dhelix %s: mode=passthrough, %d entry points wrapped, stats=%s",
-            dh_version(), (int)DH_HOOK_COUNT, dh_stats_name(cfg->stats));
+    DH_INFO(CORE, "dhelix %s: mode=%s, %d entry points wrapped, stats=%s", dh_version(),
+            deferring ? dh_mode_name(cfg->mode) : "passthrough", (int)DH_HOOK_COUNT,
+            dh_stats_name(cfg->stats));
+    dh_sched_init();
     dh__alloc_conf();
+    /* From here on dlsym may hand out the shim's wrappers (instrumented code may run). */
+    __atomic_store_n(&dh__dlsym_ready, 1, __ATOMIC_RELEASE);
     pthread_atfork(NULL, NULL, dh__atfork_child);
 }
 

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "hooks.h"
+#include "scheduler.h"
 
 static const dh_col_t dh__stats_cols[] = {
     {"api", "API", DH_CELL_STR},
@@ -17,6 +18,45 @@ static const dh_col_t dh__stats_cols[] = {
     {"calls", "CALLS", DH_CELL_NUM},
     {"nested", "NESTED", DH_CELL_NUM},
 };
+
+static const char *const dh__op_names[] = {
+#define DH__OP_NAME(id, cls) #id,
+    DH_OP_KINDS(DH__OP_NAME)
+#undef DH__OP_NAME
+};
+static const char *const dh__drain_names[] = {
+#define DH__DRAIN_NAME(id, d) #id,
+    DH_DRAIN_REASONS(DH__DRAIN_NAME)
+#undef DH__DRAIN_NAME
+};
+
+/* The scheduler's summary: operations deferred per kind, drains per cause, the deepest the
+ * queues got, the most memory deferred frees held, replay errors, barriers. */
+static dh_status_t dh__sched_meta(dh_table_t *t)
+{
+    dh_sched_stats_t st;
+    dh_sched_stats(&st);
+    char key[64], val[24];
+#define DH__META_NUM(k, v)                                                              \
+    do {                                                                                \
+        snprintf(val, sizeof(val), "%" PRIu64, (uint64_t)(v));                          \
+        DH_CHECK(dh_table_meta(t, k, DH_CELL_NUM, val));                                \
+    } while (0)
+    for (int k = 0; k < DH_OP_KIND_COUNT; k++) {
+        snprintf(key, sizeof(key), "deferred_%s", dh__op_names[k]);
+        DH__META_NUM(key, st.ops[k]);
+    }
+    for (int r = 0; r < DH_DRAIN_COUNT; r++) {
+        snprintf(key, sizeof(key), "drains_%s", dh__drain_names[r]);
+        DH__META_NUM(key, st.drains[r]);
+    }
+    DH__META_NUM("max_queue_depth", st.max_queue_depth);
+    DH__META_NUM("max_deferred_free_bytes", st.max_deferred_bytes);
+    DH__META_NUM("replay_errors", st.replay_errors);
+    DH__META_NUM("cross_strand_barriers", st.cross_strand_barriers);
+#undef DH__META_NUM
+    return DH_OK;
+}
 
 static dh_status_t dh__stats_meta(dh_table_t *t, const dh_config_t *cfg)
 {
@@ -26,12 +66,15 @@ static dh_status_t dh__stats_meta(dh_table_t *t, const dh_config_t *cfg)
     host[sizeof(host) - 1] = '\0';
     snprintf(pid, sizeof(pid), "%ld", (long)getpid());
     DH_CHECK(dh_table_meta(t, "version", DH_CELL_STR, dh_version()));
-    /* The mode that ran: every mode is passthrough until the shim-core issue. */
-    DH_CHECK(dh_table_meta(t, "mode", DH_CELL_STR, dh_mode_name(DH_MODE_PASSTHROUGH)));
+    /* The mode that ran: the deferring modes, or passthrough for anything else. */
+    int deferring = cfg->mode == DH_MODE_STRESS || cfg->mode == DH_MODE_STRANDS;
+    DH_CHECK(dh_table_meta(t, "mode", DH_CELL_STR,
+                           dh_mode_name(deferring ? cfg->mode : DH_MODE_PASSTHROUGH)));
     DH_CHECK(dh_table_meta(t, "requested_mode", DH_CELL_STR, dh_mode_name(cfg->mode)));
     DH_CHECK(dh_table_meta(t, "rank", DH_CELL_STR, dh_log_rank()));
     DH_CHECK(dh_table_meta(t, "host", DH_CELL_STR, host));
-    return dh_table_meta(t, "pid", DH_CELL_NUM, pid);
+    DH_CHECK(dh_table_meta(t, "pid", DH_CELL_NUM, pid));
+    return deferring ? dh__sched_meta(t) : DH_OK;
 }
 
 static dh_status_t dh__stats_rows(dh_table_t *t)

@@ -1,6 +1,113 @@
-/* wrap_cublas.c: the cuBLAS wrappers, generated from DH_HOOKS_CUBLAS (passthrough). */
-#include <cublas_api.h>
+/*
+ * wrap_cublas.c: the cuBLAS wrappers, by the classes of hook_list.h. GEMMs are captured
+ * when the mode defers; the handle setters are forwarded and, in the deferring modes,
+ * mirrored so that a deferred GEMM replays with the state its handle had at the call;
+ * the calls the shim cannot capture yet drain first.
+ */
+#include <cublas_v2.h>
 
 #include "hooks.h"
+#include "op.h"
+#include "scheduler.h"
 
-DH_HOOKS_CUBLAS(DH_HOOK_PASSTHROUGH)
+static inline int dh__may_defer(void) { return dh__hook_depth == 1 && dh_sched_deferring(); }
+
+#define DH_BLAS_CAPTURE(ret, name, params, args, CAPTURE)                                 \
+    DH_HOOK_EXPORT ret name params                                                        \
+    {                                                                                     \
+        __typeof__(&name) real_ =                                                         \
+            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_CUBLAS);        \
+        if (real_ == NULL)                                                                \
+            return (ret)dh__hook_missing(DH_HOOK_##name);                                 \
+        if (dh__may_defer()) {                                                            \
+            dh_op_t *op_ = NULL;                                                          \
+            if ((CAPTURE) == DH_OK) {                                                     \
+                dh_sched_submit(op_);                                                     \
+                dh__hook_leave();                                                         \
+                return CUBLAS_STATUS_SUCCESS;                                             \
+            }                                                                             \
+            dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                        \
+        }                                                                                 \
+        ret rc_ = real_ args;                                                             \
+        dh__hook_leave();                                                                 \
+        return rc_;                                                                       \
+    }
+
+DH_BLAS_CAPTURE(cublasStatus_t, cublasGemmEx,
+                (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                 int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
+                 const void *B, cudaDataType Btype, int ldb, const void *beta, void *C,
+                 cudaDataType Ctype, int ldc, cublasComputeType_t computeType,
+                 cublasGemmAlgo_t algo),
+                (handle, transa, transb, m, n, k, alpha, A, Atype, lda, B, Btype, ldb, beta, C,
+                 Ctype, ldc, computeType, algo),
+                dh_op_capture_gemm_ex(&op_, handle, transa, transb, m, n, k, alpha, A, Atype, lda,
+                                      B, Btype, ldb, beta, C, Ctype, ldc, computeType, algo))
+
+DH_BLAS_CAPTURE(cublasStatus_t, cublasSgemm_v2,
+                (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                 int n, int k, const float *alpha, const float *A, int lda, const float *B,
+                 int ldb, const float *beta, float *C, int ldc),
+                (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc),
+                dh_op_capture_sgemm(&op_, handle, transa, transb, m, n, k, alpha, A, lda, B, ldb,
+                                    beta, C, ldc))
+
+/* Setters: forward, then mirror what took effect. MIRROR is a statement using handle and
+ * the setting's parameter. */
+#define DH_BLAS_STATE(name, params, args, MIRROR)                                          \
+    DH_HOOK_EXPORT cublasStatus_t name params                                              \
+    {                                                                                      \
+        __typeof__(&name) real_ =                                                          \
+            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_CUBLAS);         \
+        if (real_ == NULL)                                                                 \
+            return (cublasStatus_t)dh__hook_missing(DH_HOOK_##name);                       \
+        cublasStatus_t rc_ = real_ args;                                                   \
+        if (rc_ == CUBLAS_STATUS_SUCCESS && dh_sched_mirroring())                          \
+            MIRROR;                                                                        \
+        dh__hook_leave();                                                                  \
+        return rc_;                                                                        \
+    }
+
+DH_BLAS_STATE(cublasSetStream_v2, (cublasHandle_t handle, cudaStream_t s), (handle, s),
+              dh_blas_state_set_stream(handle, s))
+DH_BLAS_STATE(cublasSetWorkspace_v2, (cublasHandle_t handle, void *ws, size_t size),
+              (handle, ws, size), dh_blas_state_set_workspace(handle, ws, size))
+DH_BLAS_STATE(cublasSetMathMode, (cublasHandle_t handle, cublasMath_t mode), (handle, mode),
+              dh_blas_state_set_math(handle, mode))
+DH_BLAS_STATE(cublasSetPointerMode_v2, (cublasHandle_t handle, cublasPointerMode_t mode),
+              (handle, mode), dh_blas_state_set_pointer(handle, mode))
+DH_BLAS_STATE(cublasSetAtomicsMode, (cublasHandle_t handle, cublasAtomicsMode_t mode),
+              (handle, mode), dh_blas_state_set_atomics(handle, mode))
+
+/* cublasDestroy synchronises the device; the handle's deferred GEMMs replay on the shim's
+ * own handles, so only the mirror goes. */
+DH_HOOK_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
+{
+    __typeof__(&cublasDestroy_v2) real_ =
+        (__typeof__(&cublasDestroy_v2))dh__hook_enter(DH_HOOK_cublasDestroy_v2, DH_HOOK_LIB_CUBLAS);
+    if (real_ == NULL)
+        return (cublasStatus_t)dh__hook_missing(DH_HOOK_cublasDestroy_v2);
+    if (dh__may_defer())
+        dh_sched_drain(DH_DRAIN_DEVICE_SYNC);
+    if (dh_sched_mirroring())
+        dh_blas_state_forget(handle);
+    cublasStatus_t rc = real_(handle);
+    dh__hook_leave();
+    return rc;
+}
+
+#define DH_BLAS_SYNC(lib, ret, name, params, args)                                         \
+    DH_HOOK_EXPORT ret name params                                                         \
+    {                                                                                      \
+        __typeof__(&name) real_ =                                                          \
+            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_##lib);          \
+        if (real_ == NULL)                                                                 \
+            return (ret)dh__hook_missing(DH_HOOK_##name);                                  \
+        if (dh__may_defer())                                                               \
+            dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                         \
+        ret rc_ = real_ args;                                                              \
+        dh__hook_leave();                                                                  \
+        return rc_;                                                                        \
+    }
+
+DH_HOOKS_CUBLAS_SYNC(DH_BLAS_SYNC)

@@ -1,8 +1,222 @@
-/* wrap_cudart.c: the CUDA runtime wrappers, generated from DH_HOOKS_CUDART. In this
- * issue every wrapper forwards at once (passthrough); the shim-core issue gives the
- * enqueueing ones a deferred path. */
+/*
+ * wrap_cudart.c: the CUDA runtime wrappers, by the classes of hook_list.h.
+ *
+ * In passthrough every wrapper forwards at once. When the mode defers, a CAPTURE call made
+ * by the program (not nested inside another wrapped call, not by the dispatcher) becomes
+ * an op and returns success; a call the capture module refuses (an unregistered kernel,
+ * a copy into pageable memory, which CUDA itself makes synchronous) drains and forwards.
+ * A SYNC call drains first, then forwards, and reports a pending asynchronous error of a
+ * deferred op in place of success.
+ */
 #include <cuda_runtime_api.h>
 
+#include "breaks.h"
 #include "hooks.h"
+#include "op.h"
+#include "scheduler.h"
 
-DH_HOOKS_CUDART(DH_HOOK_PASSTHROUGH)
+/* Nonzero when this wrapper call (already entered) may defer. */
+static inline int dh__may_defer(void) { return dh__hook_depth == 1 && dh_sched_deferring(); }
+
+/* Defines a CAPTURE wrapper: CAPTURE is an expression of op_ (dh_op_t *) and the
+ * parameters returning dh_status_t. */
+#define DH_CAPTURE_WRAPPER(ret, name, params, args, CAPTURE)                              \
+    DH_HOOK_EXPORT ret name params                                                        \
+    {                                                                                     \
+        __typeof__(&name) real_ =                                                         \
+            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_CUDART);        \
+        if (real_ == NULL)                                                                \
+            return (ret)dh__hook_missing(DH_HOOK_##name);                                 \
+        ret rc_;                                                                          \
+        if (dh__may_defer()) {                                                            \
+            dh_op_t *op_ = NULL;                                                          \
+            if ((CAPTURE) == DH_OK) {                                                     \
+                dh_sched_submit(op_);                                                     \
+                dh__hook_leave();                                                         \
+                return (ret)0;                                                            \
+            }                                                                             \
+            dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                        \
+        }                                                                                 \
+        rc_ = real_ args;                                                                 \
+        dh__hook_leave();                                                                 \
+        return rc_;                                                                       \
+    }
+
+DH_CAPTURE_WRAPPER(cudaError_t, cudaLaunchKernel,
+                   (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+                    cudaStream_t stream),
+                   (func, gridDim, blockDim, args, sharedMem, stream),
+                   dh_op_capture_kernel(&op_, func, gridDim, blockDim, args, sharedMem, stream))
+
+DH_CAPTURE_WRAPPER(cudaError_t, cudaLaunchKernelExC,
+                   (const cudaLaunchConfig_t *config, const void *func, void **args),
+                   (config, func, args), dh_op_capture_kernel_ex(&op_, config, func, args))
+
+DH_CAPTURE_WRAPPER(cudaError_t, cudaMemcpyAsync,
+                   (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+                    cudaStream_t stream),
+                   (dst, src, count, kind, stream),
+                   dh_op_capture_memcpy(&op_, dst, src, count, kind, stream))
+
+DH_CAPTURE_WRAPPER(cudaError_t, cudaMemsetAsync,
+                   (void *devPtr, int value, size_t count, cudaStream_t stream),
+                   (devPtr, value, count, stream),
+                   dh_op_capture_memset(&op_, devPtr, value, count, stream))
+
+DH_CAPTURE_WRAPPER(cudaError_t, cudaLaunchHostFunc,
+                   (cudaStream_t stream, cudaHostFn_t fn, void *userData),
+                   (stream, fn, userData), dh_op_capture_host_func(&op_, stream, fn, userData))
+
+DH_CAPTURE_WRAPPER(cudaError_t, cudaEventRecord, (cudaEvent_t event, cudaStream_t stream),
+                   (event, stream), dh_op_capture_event_record(&op_, event, stream, 0))
+
+DH_CAPTURE_WRAPPER(cudaError_t, cudaEventRecordWithFlags,
+                   (cudaEvent_t event, cudaStream_t stream, unsigned int flags),
+                   (event, stream, flags),
+                   dh_op_capture_event_record(&op_, event, stream, flags))
+
+DH_CAPTURE_WRAPPER(cudaError_t, cudaStreamWaitEvent,
+                   (cudaStream_t stream, cudaEvent_t event, unsigned int flags),
+                   (stream, event, flags), dh_op_capture_event_wait(&op_, stream, event, flags))
+
+/* A deferred free carries the block's size for the deferred-bytes limit. */
+static dh_status_t dh__capture_free(dh_op_t **op, void *p, cudaStream_t s)
+{
+    dh_status_t st = dh_op_capture_free_async(op, p, s);
+    if (st == DH_OK)
+        (*op)->free_bytes = dh_sched_alloc_take(p);
+    return st;
+}
+
+DH_CAPTURE_WRAPPER(cudaError_t, cudaFreeAsync, (void *devPtr, cudaStream_t hStream),
+                   (devPtr, hStream), dh__capture_free(&op_, devPtr, hStream))
+
+/* The program needs the address now, so the allocation is made at once, stream-ordered on
+ * the physical stream of the strand that will use it. */
+DH_HOOK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+    __typeof__(&cudaMallocAsync) real_ =
+        (__typeof__(&cudaMallocAsync))dh__hook_enter(DH_HOOK_cudaMallocAsync, DH_HOOK_LIB_CUDART);
+    if (real_ == NULL)
+        return (cudaError_t)dh__hook_missing(DH_HOOK_cudaMallocAsync);
+    cudaStream_t s = hStream;
+    if (dh__may_defer()) {
+        cudaStream_t p = dh_sched_alloc_stream(hStream);
+        s = p ? p : hStream;
+    }
+    cudaError_t rc = real_(devPtr, size, s);
+    if (rc == cudaSuccess && dh_sched_mirroring())
+        dh_sched_alloc_note(*devPtr, size);
+    dh__hook_leave();
+    return rc;
+}
+
+/* A query of an event whose record is still queued answers "not ready" (invariant 4) and
+ * asks the dispatcher not to hold that record much longer. */
+DH_HOOK_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    __typeof__(&cudaEventQuery) real_ =
+        (__typeof__(&cudaEventQuery))dh__hook_enter(DH_HOOK_cudaEventQuery, DH_HOOK_LIB_CUDART);
+    if (real_ == NULL)
+        return (cudaError_t)dh__hook_missing(DH_HOOK_cudaEventQuery);
+    if (dh__may_defer() && dh_sched_event_pending(event)) {
+        dh__hook_leave();
+        if (dh_break(DH_BREAK_DRAIN_EVENT_QUERY))
+            return cudaSuccess;
+        dh_sched_kick();
+        return cudaErrorNotReady;
+    }
+    cudaError_t rc = real_(event);
+    dh__hook_leave();
+    return rc;
+}
+
+DH_HOOK_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    __typeof__(&cudaStreamBeginCapture) real_ = (__typeof__(&cudaStreamBeginCapture))dh__hook_enter(
+        DH_HOOK_cudaStreamBeginCapture, DH_HOOK_LIB_CUDART);
+    if (real_ == NULL)
+        return (cudaError_t)dh__hook_missing(DH_HOOK_cudaStreamBeginCapture);
+    if (dh__hook_depth == 1 && dh_sched_mirroring())
+        dh_sched_capture_begin();
+    cudaError_t rc = real_(stream, mode);
+    if (rc != cudaSuccess && dh__hook_depth == 1 && dh_sched_mirroring())
+        dh_sched_capture_end();
+    dh__hook_leave();
+    return rc;
+}
+
+DH_HOOK_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+    __typeof__(&cudaStreamEndCapture) real_ = (__typeof__(&cudaStreamEndCapture))dh__hook_enter(
+        DH_HOOK_cudaStreamEndCapture, DH_HOOK_LIB_CUDART);
+    if (real_ == NULL)
+        return (cudaError_t)dh__hook_missing(DH_HOOK_cudaStreamEndCapture);
+    cudaError_t rc = real_(stream, pGraph);
+    if (dh__hook_depth == 1 && dh_sched_mirroring())
+        dh_sched_capture_end();
+    dh__hook_leave();
+    return rc;
+}
+
+/* Destroying an event whose record is queued issues that record first; the event's
+ * bookkeeping goes (a new event may get the same handle). */
+DH_HOOK_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    __typeof__(&cudaEventDestroy) real_ =
+        (__typeof__(&cudaEventDestroy))dh__hook_enter(DH_HOOK_cudaEventDestroy, DH_HOOK_LIB_CUDART);
+    if (real_ == NULL)
+        return (cudaError_t)dh__hook_missing(DH_HOOK_cudaEventDestroy);
+    if (dh__may_defer() && dh_sched_event_pending(event))
+        dh_sched_drain(DH_DRAIN_STREAM_DESTROY);
+    if (dh_sched_mirroring())
+        dh_sched_event_forget(event);
+    cudaError_t rc = real_(event);
+    dh__hook_leave();
+    return rc;
+}
+
+/* ---- SYNC ---- */
+
+static dh_drain_reason_t dh__drain_reason(dh_hook_id_t id)
+{
+    switch (id) {
+    case DH_HOOK_cudaStreamSynchronize: return DH_DRAIN_STREAM_SYNC;
+    case DH_HOOK_cudaDeviceSynchronize: return DH_DRAIN_DEVICE_SYNC;
+    case DH_HOOK_cudaEventSynchronize: return DH_DRAIN_EVENT_SYNC;
+    case DH_HOOK_cudaEventElapsedTime: return DH_DRAIN_EVENT_ELAPSED;
+    case DH_HOOK_cudaStreamQuery: return DH_DRAIN_STREAM_QUERY;
+    case DH_HOOK_cudaMemcpy: case DH_HOOK_cudaMemset: return DH_DRAIN_BLOCKING_COPY;
+    case DH_HOOK_cudaFree: case DH_HOOK_cudaFreeHost: return DH_DRAIN_FREE;
+    case DH_HOOK_cudaStreamDestroy: return DH_DRAIN_STREAM_DESTROY;
+    default: return DH_DRAIN_UNCAPTURABLE; /* work the shim cannot capture: program order */
+    }
+}
+
+/* Test breaks of drain rules: the named call skips its drain. */
+static int dh__drain_broken(dh_hook_id_t id)
+{
+    return (id == DH_HOOK_cudaStreamSynchronize && dh_break(DH_BREAK_DRAIN_STREAM_SYNC)) ||
+           (id == DH_HOOK_cudaMemcpy && dh_break(DH_BREAK_DRAIN_MEMCPY));
+}
+
+#define DH_SYNC_WRAPPER(lib, ret, name, params, args)                                    \
+    DH_HOOK_EXPORT ret name params                                                       \
+    {                                                                                    \
+        __typeof__(&name) real_ =                                                        \
+            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_##lib);        \
+        if (real_ == NULL)                                                               \
+            return (ret)dh__hook_missing(DH_HOOK_##name);                                \
+        int pending_ = 0;                                                                \
+        if (dh__may_defer() && !dh__drain_broken(DH_HOOK_##name))                        \
+            pending_ = dh_sched_drain(dh__drain_reason(DH_HOOK_##name));                 \
+        ret rc_ = real_ args;                                                            \
+        dh__hook_leave();                                                                \
+        return rc_ == (ret)0 && pending_ ? (ret)pending_ : rc_;                          \
+    }
+
+DH_HOOKS_CUDART_SYNC(DH_SYNC_WRAPPER)
+
+/* ---- FORWARD ---- */
+
+DH_HOOKS_CUDART_FORWARD(DH_HOOK_PASSTHROUGH)

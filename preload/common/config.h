@@ -27,7 +27,8 @@
     X(PASSTHROUGH, "passthrough")    \
     X(PROFILE, "profile")            \
     X(PLAN, "plan")                  \
-    X(STRESS, "stress")
+    X(STRESS, "stress")              \
+    X(STRANDS, "strands")
 
 typedef enum dh_mode {
 #define DH__MODE_ENUM(id, name) DH_MODE_##id,
@@ -84,8 +85,12 @@ typedef enum dh_cfg_kind {
 #define DH_CONFIG_LIST(X)                                                                   \
     X(MODE, mode, ENUM, "passthrough", DH_MODE_CHOICES, 0, 0,                               \
       "What the shim does with intercepted calls. passthrough forwards each call at once "  \
-      "and counts it. profile, plan and stress are accepted but still run as passthrough, " \
-      "with a warning" DH__SOON ". The default is plan when `DHELIX_PLAN` is set.")         \
+      "and counts it. stress defers every operation it legally can and re-issues "          \
+      "independent streams in a seeded random order (a test of exactness). strands runs "   \
+      "two strands on two physical streams, assigned by issuing-thread phases (backward "   \
+      "of one phase beside the forward of the next; a test mode until plans assign "        \
+      "strands). profile and plan are accepted but still run as passthrough, with a "       \
+      "warning" DH__SOON ". The default is plan when `DHELIX_PLAN` is set.")                \
     X(PLAN, plan, STR, "", "file path", 0, 0,                                               \
       "Strand Interleaving plan (JSON) that plan mode executes; setting it makes plan the " \
       "default mode" DH__SOON ".")                                                          \
@@ -110,8 +115,7 @@ typedef enum dh_cfg_kind {
       "`%h` host, `%p` pid", 0, 0,                                                          \
       "Where `DHELIX_STATS` output goes; a file is appended to.")                           \
     X(SEED, seed, INT, "0", NULL, 0, 4294967295LL,                                          \
-      "Seed of stress mode's random choice among legal reorderings; one seed, one order"    \
-      DH__SOON ".")                                                                         \
+      "Seed of stress mode's random choice among legal reorderings; one seed, one order.")  \
     X(GROUPS, groups, STR, "all", "all or a comma list of group names", 0, 0,               \
       "Communicator groups whose collectives may run under the other strand's compute; "    \
       "not checked yet" DH__SOON ".")                                                       \
@@ -120,11 +124,14 @@ typedef enum dh_cfg_kind {
       "`ncclConfig_t.commName` is empty; not checked yet" DH__SOON ".")                     \
     X(MAX_QUEUED_OPS, max_queued_ops, INT, "4096", NULL, 16, 1048576,                       \
       "Most operations held in the strand queues; past it the dispatcher issues without "   \
-      "pairing" DH__SOON ".")                                                               \
+      "pairing.")                                                                           \
     X(MAX_DEFERRED_FREE_BYTES, max_deferred_free_bytes, BYTES, "2G", NULL, 0,               \
       17592186044416LL,                                                                     \
       "Most device memory held by frees the scheduler has deferred; past it the "           \
-      "dispatcher issues without pairing" DH__SOON ".")
+      "dispatcher issues without pairing.")                                                 \
+    X(TEST_BREAK, test_break, STR, "", "empty or a comma list of rule names", 0, 0,         \
+      "Test only: disables the named deep copies or drain rules so tests can show each is " \
+      "load-bearing (see scheduler/breaks.h). Never set it in production.")
 
 typedef enum dh_cfg_id {
 #define DH__CFG_ID(id, field, kind, def, choices, min, max, desc) DH_CFG_##id,

@@ -3,12 +3,15 @@
  *
  * A program linked against libcudart.so.13, libcublas.so.13 and libcublasLt.so.13 refers
  * to versioned symbols (cudaMalloc@libcudart.so.13); the shim defines them unversioned.
- * These tests prove the references bind to the shim all the same (every wrapped entry
- * point is counted exactly once), that the shim exports nothing else, and check what the
- * constructor and destructor do: the PYTORCH_CUDA_ALLOC_CONF default, DHELIX_PRINT_CONFIG,
- * warnings for bad values, the log file pattern, DHELIX_STATS in both formats, the
- * "not initialised" answer of a wrapper with nothing to forward to, and the re-entry
- * guard (nested calls counted apart).
+ * The driver and NCCL it reaches by name, through dlsym, as PyTorch does; where neither is
+ * installed the child links a stand-in for both (fakedrv.c), since a wrapper with nothing
+ * to forward to does not count the call. These tests prove the references and the names
+ * bind to the shim all the same (every wrapped entry point is counted exactly once), that
+ * the shim exports nothing else (but dlsym), and check what the constructor and destructor
+ * do: the PYTORCH_CUDA_ALLOC_CONF default, DHELIX_PRINT_CONFIG, warnings for bad values,
+ * the log file pattern, DHELIX_STATS in both formats (and the scheduler's summary in a
+ * deferring mode), the "not initialised" answer of a wrapper with nothing to forward to,
+ * and the re-entry guard (nested calls counted apart).
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -22,10 +25,13 @@
 #include <cmocka.h>
 
 #include <cublas_api.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 
 #include "hook_list.h"
 #include "runner.h"
+#include "scheduler.h" /* DH_OP_KINDS, DH_DRAIN_REASONS: the report's scheduler keys */
 
 static const char *const hook_names[] = {
 #define HOOK_NAME(lib, ret, name, params, args) #name,
@@ -33,6 +39,28 @@ static const char *const hook_names[] = {
 #undef HOOK_NAME
 };
 #define NHOOKS (sizeof(hook_names) / sizeof(hook_names[0]))
+
+/* The LIB column of each entry point: its library's short name in DH_HOOK_LIBS. */
+static const char *const hook_lib_ids[] = {
+#define HOOK_LIB_ID(lib, ret, name, params, args) #lib,
+    DH_HOOKS_ALL(HOOK_LIB_ID)
+#undef HOOK_LIB_ID
+};
+
+static const char *hook_lib(size_t i)
+{
+    static const struct {
+        const char *id, *short_name;
+    } libs[] = {
+#define LIB_NAME(lib, short_name, soname, fail) {#lib, short_name},
+        DH_HOOK_LIBS(LIB_NAME)
+#undef LIB_NAME
+    };
+    for (size_t k = 0; k < sizeof(libs) / sizeof(libs[0]); k++)
+        if (strcmp(libs[k].id, hook_lib_ids[i]) == 0)
+            return libs[k].short_name;
+    return "?";
+}
 
 typedef struct fx {
     char dir[512];
@@ -169,6 +197,10 @@ static void test_exports_are_exactly_the_wrapped_api(void **state)
     for (char *l = syms; *l;) {
         size_t len = strcspn(l, "\n");
         int i = hook_index(l, len);
+        if (i < 0 && len == 5 && !strncmp(l, "dlsym", 5)) {
+            l += len + (l[len] == '\n'); /* interposed to hand out the driver wrappers */
+            continue;
+        }
         if (i < 0)
             fail_msg("libdhelix_shim.so exports %.*s, which is not a wrapped entry point",
                      (int)len, l);
@@ -299,8 +331,9 @@ static void test_log_file_pattern(void **state)
     dh_run_free(&r);
 }
 
-/* The stats table: a header and one row per entry point, all lines the same width
- * (numbers are right-aligned in the last columns). */
+/* The stats table: a header and one row per entry point, in the order of hook_list.h and
+ * with its library, all lines the same width (numbers are right-aligned in the last
+ * columns). */
 static void test_stats_table(void **state)
 {
     fx_t *f = *state;
@@ -319,12 +352,94 @@ static void test_stats_table(void **state)
         char api[64], lib[32];
         unsigned long long calls, nested;
         assert_int_equal(sscanf(l, "%63s %31s %llu %llu", api, lib, &calls, &nested), 4);
-        assert_int_equal(calls, 1);
-        assert_int_equal(nested, 0);
+        if (rows > NHOOKS)
+            fail_msg("row %zu (%s) past the %zu entry points", rows, api, (size_t)NHOOKS);
+        assert_string_equal(api, hook_names[rows - 1]);
+        assert_string_equal(lib, hook_lib(rows - 1));
+        if (calls != 1 || nested != 0)
+            fail_msg("%s: %llu calls and %llu nested, expected 1 and 0", api, calls, nested);
     }
     assert_int_equal(rows, NHOOKS + 1);
     assert_int_equal(dh_count_lines(r.err, "dhelix_stats: version="), 1);
     dh_run_free(&r);
+}
+
+/* Integer meta value of key, failing when absent or not an integer. */
+static long long meta_int(json_t *stats, const char *key)
+{
+    json_t *v = json_object_get(json_object_get(stats, "meta"), key);
+    if (!json_is_integer(v))
+        fail_msg("meta \"%s\" is %s, expected an integer", key,
+                 v == NULL ? "absent" : "not an integer");
+    return (long long)json_integer_value(v);
+}
+
+/* The report's meta in mode, for a run that calls no wrapped API: the six keys of the
+ * process, plus in a deferring mode the scheduler's summary (an operation count per kind,
+ * a drain count per reason, four totals), nothing deferred and no drain but, possibly,
+ * the one at exit. */
+static void expect_meta(fx_t *f, const char *mode, int deferring)
+{
+    static const char *const kinds[] = {
+#define KIND(id, cls) #id,
+        DH_OP_KINDS(KIND)
+#undef KIND
+    };
+    static const char *const drains[] = {
+#define DRAIN(id, d) #id,
+        DH_DRAIN_REASONS(DRAIN)
+#undef DRAIN
+    };
+    static const char *const totals[] = {"max_queue_depth", "max_deferred_free_bytes",
+                                         "replay_errors", "cross_strand_barriers"};
+    const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);
+    const size_t ndrains = sizeof(drains) / sizeof(drains[0]);
+    const size_t ntotals = sizeof(totals) / sizeof(totals[0]);
+    char mode_env[64], key[64];
+    snprintf(mode_env, sizeof(mode_env), "DHELIX_MODE=%s", mode);
+    const char *env[] = {mode_env, "DHELIX_STATS=json", f->stats_env, NULL};
+    dh_run_t r;
+    unlink(f->stats_path); /* the report is appended to the file */
+    run_child(&r, f, "env", 1, env);
+    expect_exit0(&r);
+    char *text = dh_read_file(f->stats_path);
+    if (text == NULL)
+        fail_msg("%s: no report (stderr: %s)", mode, r.err);
+    json_t *stats = dh_stats_parse(text);
+    assert_string_equal(dh_stats_meta(stats, "mode"), mode);
+    assert_string_equal(dh_stats_meta(stats, "requested_mode"), mode);
+    assert_non_null(dh_stats_meta(stats, "version"));
+    assert_non_null(dh_stats_meta(stats, "rank"));
+    assert_non_null(dh_stats_meta(stats, "host"));
+    assert_int_equal(meta_int(stats, "pid"), r.pid);
+    size_t want = 6 + (deferring ? nkinds + ndrains + ntotals : 0);
+    size_t got = json_object_size(json_object_get(stats, "meta"));
+    if (got != want)
+        fail_msg("%s: %zu meta keys, expected %zu", mode, got, want);
+    for (size_t i = 0; deferring && i < nkinds; i++) {
+        snprintf(key, sizeof(key), "deferred_%s", kinds[i]);
+        assert_int_equal(meta_int(stats, key), 0);
+    }
+    for (size_t i = 0; deferring && i < ndrains; i++) {
+        snprintf(key, sizeof(key), "drains_%s", drains[i]);
+        long long n = meta_int(stats, key);
+        if (n != 0 && !(strcmp(drains[i], "EXIT") == 0 && n == 1))
+            fail_msg("%s: %s is %lld, expected 0%s", mode, key, n,
+                     strcmp(drains[i], "EXIT") == 0 ? " or 1" : "");
+    }
+    for (size_t i = 0; deferring && i < ntotals; i++)
+        assert_int_equal(meta_int(stats, totals[i]), 0);
+    json_decref(stats);
+    free(text);
+    dh_run_free(&r);
+}
+
+static void test_stats_meta_by_mode(void **state)
+{
+    fx_t *f = *state;
+    expect_meta(f, "passthrough", 0);
+    expect_meta(f, "stress", 1);
+    expect_meta(f, "strands", 1);
 }
 
 /* A wrapper with nothing to forward to answers the API's "not initialised" error and
@@ -333,16 +448,23 @@ static void test_missing_definition_returns_not_initialised(void **state)
 {
     fx_t *f = *state;
     char *argv[] = {(char *)dh_test_env("DH_TEST_ORPHAN", 1), NULL};
-    char expect[128];
+    char expect[256];
     dh_run_t r;
     dh_run(&r, f->dir, argv, dh_test_env("DH_TEST_PRELOAD", 1), NULL);
     expect_exit0(&r);
-    snprintf(expect, sizeof(expect), "cudaMalloc=%d,%d\ncublasSgemm_v2=%d,%d\n",
+    snprintf(expect, sizeof(expect),
+             "cudaMalloc=%d,%d\ncublasSgemm_v2=%d,%d\ncuStreamSynchronize=%d,%d\n"
+             "ncclAllReduce=%d,%d\n",
              (int)cudaErrorInitializationError, (int)cudaErrorInitializationError,
-             (int)CUBLAS_STATUS_NOT_INITIALIZED, (int)CUBLAS_STATUS_NOT_INITIALIZED);
+             (int)CUBLAS_STATUS_NOT_INITIALIZED, (int)CUBLAS_STATUS_NOT_INITIALIZED,
+             (int)CUDA_ERROR_NOT_INITIALIZED, (int)CUDA_ERROR_NOT_INITIALIZED,
+             (int)ncclInternalError, (int)ncclInternalError);
     assert_string_equal(r.out, expect);
     assert_int_equal(dh_count_lines(r.err, "ERROR hook: cudaMalloc: no definition"), 1);
     assert_int_equal(dh_count_lines(r.err, "ERROR hook: cublasSgemm_v2: no definition"), 1);
+    assert_int_equal(dh_count_lines(r.err, "ERROR hook: cuStreamSynchronize: no definition"), 1);
+    assert_int_equal(dh_count_lines(r.err, "ERROR hook: ncclAllReduce: no definition"), 1);
+    assert_int_equal(dh_count_lines(r.err, "ERROR hook:"), 4);
     dh_run_free(&r);
 }
 
@@ -383,6 +505,7 @@ int main(void)
         T(test_plan_mode_is_not_implemented_yet),
         T(test_log_file_pattern),
         T(test_stats_table),
+        T(test_stats_meta_by_mode),
         T(test_missing_definition_returns_not_initialised),
         T(test_nested_calls_are_counted_apart),
     };

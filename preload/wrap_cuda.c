@@ -1,0 +1,196 @@
+/*
+ * wrap_cuda.c: the driver wrappers and the two doors through which programs fetch entry
+ * points at run time: dlsym (PyTorch's c10/cuda/driver_api.cpp and Triton dlopen libcuda
+ * and dlsym from that handle) and cuGetProcAddress (the CUDA runtime resolves the driver
+ * through it). On both doors, an address the real library hands out for an entry point the
+ * shim wraps is replaced by the shim's wrapper, so a call cannot slip past the scheduler.
+ *
+ * dlsym is interposed for the whole process (dlsym_entry.c explains how RTLD_NEXT keeps its
+ * meaning for every caller).
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <pthread.h>
+#include <string.h>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#undef cuGetProcAddress
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+/* The _ptsz variants are declared by the header only under per-thread compilation. */
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned shm, CUstream s, void **params,
+                             void **extra);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
+                               void **extra);
+CUresult cuStreamSynchronize_ptsz(CUstream s);
+
+#include "hooks.h"
+#include "op.h"
+#include "scheduler.h"
+
+/* ---- the wrapper table ---- */
+
+static void *const dh__wrappers[DH_HOOK_COUNT] = {
+#define DH__WRAPPER_ADDR(lib, ret, name, params, args) (void *)&name,
+    DH_HOOKS_ALL(DH__WRAPPER_ADDR)
+#undef DH__WRAPPER_ADDR
+};
+
+void *dh_hook_wrapper(dh_hook_id_t id)
+{
+    return (unsigned)id < DH_HOOK_COUNT ? dh__wrappers[id] : NULL;
+}
+
+dh_hook_id_t dh_hook_find(const char *name)
+{
+    for (int id = 0; id < DH_HOOK_COUNT; id++)
+        if (!strcmp(dh_hook_name((dh_hook_id_t)id), name))
+            return (dh_hook_id_t)id;
+    return DH_HOOK_COUNT;
+}
+
+/* p, the address the real library gave for name: the shim's wrapper when it is exactly the
+ * function the wrapper forwards to, else p. */
+static void *dh__substitute(const char *name, void *p)
+{
+    dh_hook_id_t id = p && name ? dh_hook_find(name) : DH_HOOK_COUNT;
+    if (id == DH_HOOK_COUNT)
+        return p;
+    return dh_hook_real(id) == p ? dh__wrappers[id] : p;
+}
+
+/* dlsym itself is in dlsym_entry.c (built without sanitizers); it asks this for the
+ * substitution once the shim is initialised. */
+void *dh__dlsym_substitute(const char *name, void *p);
+void *dh__dlsym_substitute(const char *name, void *p) { return dh__substitute(name, p); }
+
+/* ---- cuGetProcAddress ---- */
+
+/* The exported name the real driver handed out a pointer for: the symbol asked for, its
+ * _v2 form, and its _ptsz form under the per-thread flag. */
+static void *dh__proc_substitute(const char *symbol, cuuint64_t flags, void *p)
+{
+    char name[128];
+    const char *suffixes[] = {"", "_v2", "_ptsz", "_v2_ptsz"};
+    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
+        if ((size_t)snprintf(name, sizeof name, "%s%s", symbol, suffixes[i]) >= sizeof name)
+            return p;
+        void *w = dh__substitute(name, p);
+        if (w != p)
+            return w;
+    }
+    (void)flags;
+    return p;
+}
+
+DH_HOOK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                            cuuint64_t flags,
+                                            CUdriverProcAddressQueryResult *symbolStatus)
+{
+    __typeof__(&cuGetProcAddress_v2) real_ = (__typeof__(&cuGetProcAddress_v2))dh__hook_enter(
+        DH_HOOK_cuGetProcAddress_v2, DH_HOOK_LIB_CUDA);
+    if (real_ == NULL)
+        return (CUresult)dh__hook_missing(DH_HOOK_cuGetProcAddress_v2);
+    CUresult rc = real_(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if (rc == CUDA_SUCCESS && pfn && symbol)
+        *pfn = dh__proc_substitute(symbol, flags, *pfn);
+    dh__hook_leave();
+    return rc;
+}
+
+DH_HOOK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                         cuuint64_t flags)
+{
+    __typeof__(&cuGetProcAddress) real_ =
+        (__typeof__(&cuGetProcAddress))dh__hook_enter(DH_HOOK_cuGetProcAddress, DH_HOOK_LIB_CUDA);
+    if (real_ == NULL)
+        return (CUresult)dh__hook_missing(DH_HOOK_cuGetProcAddress);
+    CUresult rc = real_(symbol, pfn, cudaVersion, flags);
+    if (rc == CUDA_SUCCESS && pfn && symbol)
+        *pfn = dh__proc_substitute(symbol, flags, *pfn);
+    dh__hook_leave();
+    return rc;
+}
+
+/* ---- launches ---- */
+
+static inline int dh__may_defer(void) { return dh__hook_depth == 1 && dh_sched_deferring(); }
+
+/* A _ptsz entry point means the per-thread default stream where its stream is NULL. */
+#define DH__PTSZ_STREAM(s, ptsz) ((ptsz) && !(s) ? CU_STREAM_PER_THREAD : (s))
+
+#define DH_CU_LAUNCH(name, ptsz)                                                           \
+    DH_HOOK_EXPORT CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,      \
+                                 unsigned bx, unsigned by, unsigned bz, unsigned shm,      \
+                                 CUstream s, void **params, void **extra)                  \
+    {                                                                                      \
+        __typeof__(&name) real_ =                                                          \
+            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_CUDA);           \
+        if (real_ == NULL)                                                                 \
+            return (CUresult)dh__hook_missing(DH_HOOK_##name);                             \
+        if (dh__may_defer()) {                                                             \
+            dh_op_t *op = NULL;                                                            \
+            if (dh_op_capture_cu_kernel(&op, f, gx, gy, gz, bx, by, bz, shm,               \
+                                        DH__PTSZ_STREAM(s, ptsz), params, extra) == DH_OK) { \
+                dh_sched_submit(op);                                                       \
+                dh__hook_leave();                                                          \
+                return CUDA_SUCCESS;                                                       \
+            }                                                                              \
+            dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                         \
+        }                                                                                  \
+        CUresult rc = real_(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);             \
+        dh__hook_leave();                                                                  \
+        return rc;                                                                         \
+    }
+
+DH_CU_LAUNCH(cuLaunchKernel, 0)
+DH_CU_LAUNCH(cuLaunchKernel_ptsz, 1)
+
+#define DH_CU_LAUNCH_EX(name, ptsz)                                                        \
+    DH_HOOK_EXPORT CUresult name(const CUlaunchConfig *config, CUfunction f, void **params, \
+                                 void **extra)                                             \
+    {                                                                                      \
+        __typeof__(&name) real_ =                                                          \
+            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_CUDA);           \
+        if (real_ == NULL)                                                                 \
+            return (CUresult)dh__hook_missing(DH_HOOK_##name);                             \
+        if (dh__may_defer() && config) {                                                   \
+            CUlaunchConfig c = *config;                                                    \
+            c.hStream = DH__PTSZ_STREAM(c.hStream, ptsz);                                  \
+            dh_op_t *op = NULL;                                                            \
+            if (dh_op_capture_cu_kernel_ex(&op, &c, f, params, extra) == DH_OK) {          \
+                dh_sched_submit(op);                                                       \
+                dh__hook_leave();                                                          \
+                return CUDA_SUCCESS;                                                       \
+            }                                                                              \
+            dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                         \
+        }                                                                                  \
+        CUresult rc = real_(config, f, params, extra);                                     \
+        dh__hook_leave();                                                                  \
+        return rc;                                                                         \
+    }
+
+DH_CU_LAUNCH_EX(cuLaunchKernelEx, 0)
+DH_CU_LAUNCH_EX(cuLaunchKernelEx_ptsz, 1)
+
+/* ---- waits and uncaptured work: drain, then forward ---- */
+
+#define DH_CU_SYNC(lib, ret, name, params, args)                                           \
+    DH_HOOK_EXPORT ret name params                                                         \
+    {                                                                                      \
+        __typeof__(&name) real_ =                                                          \
+            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_##lib);          \
+        if (real_ == NULL)                                                                 \
+            return (ret)dh__hook_missing(DH_HOOK_##name);                                  \
+        int pending_ = dh__may_defer() ? dh_sched_drain(DH_DRAIN_STREAM_SYNC) : 0;         \
+        ret rc_ = real_ args;                                                              \
+        dh__hook_leave();                                                                  \
+        return rc_ == CUDA_SUCCESS && pending_ ? (ret)pending_ : rc_;                      \
+    }
+
+DH_HOOKS_CUDA_SYNC(DH_CU_SYNC)

@@ -1,0 +1,506 @@
+/*
+ * dispatch.c: the dispatcher thread. It takes submitted ops, holds them per framework
+ * stream, and replays them onto physical streams in an order the mode chooses:
+ *
+ * stress   holds everything until a drain (or bounded lag, or a polled queued event),
+ *          then replays all of it in a random legal order (DHELIX_SEED): program order
+ *          within each framework stream, a wait after the record it refers to, and the
+ *          legacy default stream as a barrier to every other stream (it synchronises with
+ *          all blocking streams). Everything runs on the framework's own streams, so any
+ *          difference from the program's results is a bug of the shim.
+ * strands  holds each co-execution group until the next one starts (or a drain), then
+ *          interleaves its two strands' ops, each on its strand's physical stream
+ *          (strand 0: the framework stream itself; strand 1: a stream the shim made),
+ *          then joins the two physical streams of every framework stream (the
+ *          cross-strand barrier) and only then issues the group's deferred frees, so a
+ *          free never overtakes a use by the other strand (invariant 5).
+ *
+ * The lock is never held while a real CUDA function runs.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "real.h"
+#include "sched_int.h"
+
+void dh__sched_mark_dispatcher(void);
+
+#define DH_KICK_MS 5       /* a queued record polled this long ago is issued unpaired */
+#define DH_WS_BYTES (64u << 20)
+
+typedef struct dh_devres {
+    int ready;
+    cublasHandle_t blas[2];
+    cublasLtHandle_t lt;
+    void *ws[2];
+    cudaEvent_t bar[2];
+} dh_devres_t;
+
+typedef struct dh_item {
+    dh_op_t *op;       /* NULL: a cross-strand barrier */
+    int strand;        /* the physical stream to use */
+} dh_item_t;
+
+typedef struct dh_batch {
+    dh_item_t *items;
+    size_t n, cap;
+} dh_batch_t;
+
+static dh_devres_t dh__res[DH_MAX_DEVICES];
+static int dh__cur_dev = -1;
+static uint64_t dh__rng;
+
+static uint64_t dh__rand(void)
+{
+    /* xorshift64*: a fixed sequence per seed, so one seed is one order. */
+    dh__rng ^= dh__rng >> 12;
+    dh__rng ^= dh__rng << 25;
+    dh__rng ^= dh__rng >> 27;
+    return dh__rng * 2685821657736338717ull;
+}
+
+static int dh__push(dh_batch_t *b, dh_op_t *op, int strand)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 256;
+        dh_item_t *it = realloc(b->items, cap * sizeof *it);
+        if (!it)
+            return -1;
+        b->items = it;
+        b->cap = cap;
+    }
+    b->items[b->n++] = (dh_item_t){op, strand};
+    return 0;
+}
+
+/* ---- framework streams (lock held) ---- */
+
+dh_vstream_t *dh__vstream_get(int device, cudaStream_t s)
+{
+    dh_vstream_t key_probe, *v;
+    memset(&key_probe.key, 0, sizeof key_probe.key);
+    key_probe.key.device = device;
+    key_probe.key.stream = s;
+    HASH_FIND(hh, dh__s.vstreams, &key_probe.key, sizeof key_probe.key, v);
+    if (!v) {
+        v = calloc(1, sizeof *v);
+        if (!v)
+            return NULL;
+        v->key = key_probe.key;
+        v->phys[0] = s;
+        HASH_ADD(hh, dh__s.vstreams, key, sizeof v->key, v);
+    }
+    return v;
+}
+
+cudaStream_t dh__physical(int device, cudaStream_t s, int strand)
+{
+    pthread_mutex_lock(&dh__s.lock);
+    dh_vstream_t *v = dh__vstream_get(device, s);
+    cudaStream_t p = v ? v->phys[strand] : NULL;
+    int have = v && (strand == 0 || p);
+    pthread_mutex_unlock(&dh__s.lock);
+    if (!v)
+        return NULL;
+    if (have)
+        return p;
+    /* Non-blocking: strand 1 of the legacy stream must not synchronise with the others. */
+    if (dh_real()->cudaStreamCreateWithFlags(&p, cudaStreamNonBlocking) != cudaSuccess)
+        return NULL;
+    pthread_mutex_lock(&dh__s.lock);
+    if (!v->phys[1])
+        v->phys[1] = p;
+    else {
+        dh_real()->cudaStreamDestroy(p); /* another thread made it first */
+        p = v->phys[1];
+    }
+    pthread_mutex_unlock(&dh__s.lock);
+    return p;
+}
+
+static int dh__is_legacy(const dh_op_t *op)
+{
+    return op->stream == NULL || op->stream == cudaStreamLegacy;
+}
+
+/* ---- choosing the order ---- */
+
+/* Lock held. An op may be issued now if what it waits for is issued or ahead of it in
+ * the batch, and the legacy stream's barrier semantics hold (see the file comment). */
+static int dh__ready(const dh_op_t *op, uint64_t min_seq, uint64_t min_legacy)
+{
+    if (op->kind == DH_OP_EVENT_WAIT) {
+        const dh_evinst_t *i = op->shim_event;
+        if (!i->recorded && !i->batched)
+            return 0;
+    }
+    if (dh__is_legacy(op))
+        return op->seq == min_seq;
+    return op->seq < min_legacy;
+}
+
+static void dh__mark_batched(dh_op_t *op)
+{
+    if (op->kind == DH_OP_EVENT_RECORD)
+        ((dh_evinst_t *)op->shim_event)->batched = 1;
+}
+
+static dh_op_t *dh__pop(dh_vstream_t *v)
+{
+    dh_op_t *op = v->head;
+    v->head = op->next;
+    if (!v->head)
+        v->tail = NULL;
+    op->next = NULL;
+    return op;
+}
+
+/* Lock held. Smallest seq among held ops with group <= gmax, and among those on the
+ * legacy stream. Each framework stream's ops are in program order, so heads suffice. */
+static void dh__minima(uint64_t gmax, uint64_t *min_seq, uint64_t *min_legacy)
+{
+    *min_seq = *min_legacy = UINT64_MAX;
+    for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next) {
+        const dh_op_t *h = v->head;
+        if (!h || h->group > gmax)
+            continue;
+        if (h->seq < *min_seq)
+            *min_seq = h->seq;
+        if (dh__is_legacy(h) && h->seq < *min_legacy)
+            *min_legacy = h->seq;
+    }
+}
+
+/* Lock held. Appends every held op with group <= gmax in program order: the fallback
+ * when a smarter order fails, always legal. */
+static int dh__order_seq(dh_batch_t *b, uint64_t gmax)
+{
+    for (;;) {
+        dh_vstream_t *best = NULL;
+        for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next)
+            if (v->head && v->head->group <= gmax && (!best || v->head->seq < best->head->seq))
+                best = v;
+        if (!best)
+            return 0;
+        dh_op_t *op = dh__pop(best);
+        dh__mark_batched(op);
+        best->used_strand[op->strand] = 1;
+        if (dh__push(b, op, op->kind == DH_OP_FREE_ASYNC ? 0 : op->strand))
+            return -1;
+    }
+}
+
+/* Lock held. Appends every held op with group <= gmax in a random legal order (stress),
+ * all on strand 0. */
+static int dh__order_stress(dh_batch_t *b, uint64_t gmax)
+{
+    dh_vstream_t *cand[256];
+    for (;;) {
+        uint64_t min_seq, min_legacy;
+        dh__minima(gmax, &min_seq, &min_legacy);
+        if (min_seq == UINT64_MAX)
+            return 0;
+        int n = 0;
+        for (dh_vstream_t *v = dh__s.vstreams; v && n < 256; v = v->hh.next)
+            if (v->head && v->head->group <= gmax && dh__ready(v->head, min_seq, min_legacy))
+                cand[n++] = v;
+        if (n == 0)
+            return -1; /* cannot happen: the oldest op is always ready */
+        dh_vstream_t *v = cand[dh__rand() % (uint64_t)n];
+        dh_op_t *op = dh__pop(v);
+        dh__mark_batched(op);
+        if (dh__push(b, op, 0))
+            return -1;
+    }
+}
+
+/* Lock held. Appends group g's ops: the two strands interleaved one op each (program order
+ * within a strand), then a barrier, then the group's frees. */
+static int dh__order_group(dh_batch_t *b, uint64_t g)
+{
+    dh_op_t *frees = NULL, **ftail = &frees;
+    int turn = 0;
+    for (;;) {
+        uint64_t min_seq, min_legacy;
+        dh__minima(g, &min_seq, &min_legacy);
+        if (min_seq == UINT64_MAX)
+            break;
+        dh_vstream_t *best[2] = {NULL, NULL};
+        for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next) {
+            dh_op_t *h = v->head;
+            if (!h || h->group > g || !dh__ready(h, min_seq, min_legacy))
+                continue;
+            if (!best[h->strand] || h->seq < best[h->strand]->head->seq)
+                best[h->strand] = v;
+        }
+        dh_vstream_t *v = best[turn] ? best[turn] : best[!turn];
+        if (!v)
+            return -1;
+        dh_op_t *op = dh__pop(v);
+        turn = !op->strand;
+        if (op->kind == DH_OP_FREE_ASYNC && !dh_break(DH_BREAK_FREE_ORDER)) {
+            *ftail = op;
+            ftail = &op->next;
+            continue;
+        }
+        v->used_strand[op->strand] = 1;
+        dh__mark_batched(op);
+        if (dh__push(b, op, op->strand))
+            return -1;
+    }
+    dh__s.stats.cross_strand_barriers++;
+    if (dh__push(b, NULL, 0))
+        return -1;
+    while (frees) {
+        dh_op_t *op = frees;
+        frees = op->next;
+        op->next = NULL;
+        if (dh__push(b, op, 0))
+            return -1;
+    }
+    return 0;
+}
+
+/* ---- replay ---- */
+
+static int dh__devres(int dev)
+{
+    dh_devres_t *r = &dh__res[dev];
+    if (r->ready)
+        return 0;
+    const dh_real_t *R = dh_real();
+    for (int k = 0; k < 2; k++) {
+        if (R->cudaEventCreateWithFlags(&r->bar[k], cudaEventDisableTiming) != cudaSuccess)
+            return -1;
+    }
+    r->ready = 1;
+    return 0;
+}
+
+/* cuBLAS resources on first use: the program may not load cuBLAS at all. */
+static int dh__blasres(int dev, int strand)
+{
+    dh_devres_t *r = &dh__res[dev];
+    const dh_real_t *R = dh_real();
+    /* DH_REAL_FN looks again for a library the program loaded after the first lookup. */
+    if (!r->blas[strand]) {
+        dh_real_cublasCreate_v2_t create = DH_REAL_FN(R, cublasCreate_v2);
+        if (!create || create(&r->blas[strand]) != CUBLAS_STATUS_SUCCESS)
+            return -1;
+        if (R->cudaMalloc(&r->ws[strand], DH_WS_BYTES) != cudaSuccess)
+            return -1;
+    }
+    dh_real_cublasLtCreate_t lt_create = DH_REAL_FN(R, cublasLtCreate);
+    if (!r->lt && lt_create && lt_create(&r->lt) != CUBLAS_STATUS_SUCCESS)
+        return -1;
+    return 0;
+}
+
+static void dh__set_device(int dev)
+{
+    if (dev != dh__cur_dev) {
+        dh_real()->cudaSetDevice(dev);
+        dh__cur_dev = dev;
+    }
+}
+
+/* Joins the two physical streams of every framework stream that used strand 1. */
+static int dh__barrier(void)
+{
+    const dh_real_t *R = dh_real();
+    int rc = 0;
+    pthread_mutex_lock(&dh__s.lock);
+    for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next) {
+        if (!v->used_strand[1] || !v->phys[1])
+            continue;
+        v->used_strand[0] = v->used_strand[1] = 0;
+        cudaStream_t a = v->phys[0], b = v->phys[1];
+        int dev = v->key.device;
+        pthread_mutex_unlock(&dh__s.lock);
+        dh__set_device(dev);
+        if (dh__devres(dev) == 0) {
+            cudaEvent_t *bar = dh__res[dev].bar;
+            rc |= R->cudaEventRecord(bar[0], a) | R->cudaStreamWaitEvent(b, bar[0], 0);
+            rc |= R->cudaEventRecord(bar[1], b) | R->cudaStreamWaitEvent(a, bar[1], 0);
+        } else {
+            rc = -1;
+        }
+        pthread_mutex_lock(&dh__s.lock);
+    }
+    pthread_mutex_unlock(&dh__s.lock);
+    return rc;
+}
+
+static int dh__replay_one(dh_op_t *op, int strand)
+{
+    const dh_real_t *R = dh_real();
+    dh__set_device(op->device);
+    dh_replay_ctx_t ctx = {.strand = strand, .device = op->device};
+    ctx.stream = dh__physical(op->device, op->stream, strand);
+    if (strand == 1 && !ctx.stream)
+        return cudaErrorMemoryAllocation;
+    if (op->kind == DH_OP_GEMM || op->kind == DH_OP_LT_MATMUL) {
+        if (dh__blasres(op->device, strand))
+            return CUBLAS_STATUS_NOT_INITIALIZED;
+        ctx.blas = dh__res[op->device].blas[strand];
+        ctx.blaslt = dh__res[op->device].lt;
+        ctx.workspace = dh__res[op->device].ws[strand];
+        ctx.workspace_size = DH_WS_BYTES;
+    } else if (op->kind == DH_OP_EVENT_RECORD || op->kind == DH_OP_EVENT_WAIT) {
+        dh_evinst_t *i = op->shim_event;
+        if (!i->ev && R->cudaEventCreateWithFlags(&i->ev, cudaEventDisableTiming) != cudaSuccess)
+            return cudaErrorMemoryAllocation;
+        ctx.record_event = ctx.wait_event = i->ev;
+    }
+    return dh_op_replay(op, &ctx);
+}
+
+/* Lock held. Bookkeeping once op has been replayed with status rc. */
+static void dh__retire(dh_op_t *op, int rc)
+{
+    if (op->kind == DH_OP_EVENT_RECORD) {
+        dh_evinst_t *i = op->shim_event;
+        i->recorded = 1;
+        i->batched = 0;
+        dh__inst_unref(i);
+    } else if (op->kind == DH_OP_EVENT_WAIT) {
+        dh__inst_unref(op->shim_event);
+    } else if (op->kind == DH_OP_FREE_ASYNC) {
+        dh__s.held_free_bytes -= op->free_bytes;
+    }
+    if (rc) {
+        dh__s.stats.replay_errors++;
+        if (op->device >= 0 && op->device < DH_MAX_DEVICES && !dh__s.pending_error[op->device])
+            dh__s.pending_error[op->device] = rc;
+        DH_WARN_ONCE(SCHED, "a deferred %s failed when replayed (status %d); the next "
+                     "synchronising call returns the error", dh_op_kind_name(op->kind), rc);
+    }
+    dh__s.held--;
+    dh_op_free(op);
+}
+
+/* Lock held. Smallest seq still held anywhere (next_seq if none). */
+static uint64_t dh__low_water(void)
+{
+    uint64_t low = dh__s.in_head ? dh__s.in_head->seq : dh__s.next_seq;
+    for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next)
+        if (v->head && v->head->seq < low)
+            low = v->head->seq;
+    return low;
+}
+
+/* Replays a batch with the lock released; retires each op as it goes. */
+static void dh__run(dh_batch_t *b)
+{
+    pthread_mutex_unlock(&dh__s.lock);
+    for (size_t i = 0; i < b->n; i++) {
+        dh_op_t *op = b->items[i].op;
+        int rc = op ? dh__replay_one(op, b->items[i].strand) : dh__barrier();
+        if (op) {
+            pthread_mutex_lock(&dh__s.lock);
+            dh__retire(op, rc);
+            pthread_mutex_unlock(&dh__s.lock);
+        } else if (rc) {
+            DH_WARN_ONCE(SCHED, "a cross-strand barrier failed (status %d)", rc);
+        }
+    }
+    pthread_mutex_lock(&dh__s.lock);
+    b->n = 0;
+}
+
+/* Lock held. Moves submitted ops to their framework streams; returns the highest group
+ * seen so far. */
+static uint64_t dh__intake(uint64_t gmax)
+{
+    while (dh__s.in_head) {
+        dh_op_t *op = dh__s.in_head;
+        dh__s.in_head = op->next;
+        if (!dh__s.in_head)
+            dh__s.in_tail = NULL;
+        op->next = NULL;
+        dh_vstream_t *v = dh__vstream_get(op->device, op->stream);
+        if (!v) {
+            /* Out of memory: replay at once, in order (passthrough for this op). */
+            pthread_mutex_unlock(&dh__s.lock);
+            int rc = dh__replay_one(op, 0);
+            pthread_mutex_lock(&dh__s.lock);
+            dh__retire(op, rc);
+            continue;
+        }
+        if (v->tail)
+            v->tail->next = op;
+        else
+            v->head = op;
+        v->tail = op;
+        if (op->group > gmax)
+            gmax = op->group;
+    }
+    return gmax;
+}
+
+static void dh__wait_work(void)
+{
+    if (!dh__s.kick_ms) {
+        pthread_cond_wait(&dh__s.work, &dh__s.lock);
+        return;
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += DH_KICK_MS * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&dh__s.work, &dh__s.lock, &ts);
+}
+
+void *dh__dispatch_main(void *arg)
+{
+    (void)arg;
+    dh__sched_mark_dispatcher();
+    dh__rng = (uint64_t)dh_config()->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
+    dh_batch_t b = {0};
+    uint64_t gmax = 0, issued_groups = 0; /* groups below issued_groups are out */
+    pthread_mutex_lock(&dh__s.lock);
+    for (;;) {
+        gmax = dh__intake(gmax);
+        int kicked = dh__s.kick_ms && dh__wall_ms() - dh__s.kick_ms >= DH_KICK_MS;
+        int flush = dh__s.flush_upto > dh__s.low_water || kicked || dh__s.stop;
+        int rc = 0;
+        if (dh__s.mode == DH_MODE_STRANDS) {
+            /* A group is complete once a later one has started. */
+            uint64_t upto = flush ? gmax : (gmax ? gmax - 1 : 0);
+            for (uint64_t g = issued_groups; g <= upto && rc == 0; g++)
+                if (flush || g < gmax)
+                    rc = dh__order_group(&b, g);
+            if (flush)
+                issued_groups = gmax;
+            else if (gmax > issued_groups)
+                issued_groups = gmax;
+        } else if (flush) {
+            rc = dh__order_stress(&b, UINT64_MAX);
+        }
+        if (rc) {
+            DH_ERROR(SCHED, "internal error ordering held operations; issuing in program order");
+            if (dh__order_seq(&b, UINT64_MAX) == 0)
+                dh__s.stats.cross_strand_barriers += dh__push(&b, NULL, 0) == 0;
+        }
+        if (kicked)
+            dh__s.kick_ms = 0;
+        if (b.n)
+            dh__run(&b);
+        dh__s.low_water = dh__low_water();
+        pthread_cond_broadcast(&dh__s.done);
+        if (dh__s.stop && !dh__s.in_head && dh__s.low_water >= dh__s.next_seq)
+            break;
+        if (!dh__s.in_head && dh__s.flush_upto <= dh__s.low_water)
+            dh__wait_work();
+    }
+    pthread_mutex_unlock(&dh__s.lock);
+    free(b.items);
+    return NULL;
+}

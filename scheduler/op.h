@@ -1,0 +1,166 @@
+/*
+ * op.h: operation records, the unit the shim defers and re-issues.
+ *
+ * A wrapper that may defer a call captures it into a dh_op_t: the kind, the framework
+ * stream it was issued on, and a payload that OWNS a copy of everything the call pointed
+ * at which the framework may change or free after the call returns (DESIGN.md invariant
+ * 3): kernel arguments (sizes from cudaFuncGetParamInfo/cuFuncGetParamInfo or the packed
+ * `extra` buffer), launch attribute arrays, host-mode alpha/beta, cuBLASLt matmul
+ * descriptors, layouts, preference and algo (cloned attribute by attribute), and the
+ * bytes of a pageable host source of a host-to-device copy. Pointers into device memory
+ * are kept as pointers: the device memory itself is ordered by streams, not by the call.
+ *
+ * The dispatcher later replays the op onto a physical stream with dh_op_replay(), using
+ * the real entry points (never the wrappers) and, for cuBLAS/cuBLASLt, the per-strand
+ * handle and workspace of the strand the op runs on.
+ *
+ * Ownership: dh_op_new() returns an op owned by the caller; dh_op_free() releases it and
+ * its payload. Not thread-safe per op (one thread touches an op at a time: the capturing
+ * thread until it hands the op to the scheduler, then the dispatcher).
+ */
+#ifndef DH_OP_H
+#define DH_OP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "common/status.h"
+
+/* X(id, class): every kind of captured operation.
+ * class: STREAM (work on a stream, may be deferred), EVENT (record/wait bookkeeping),
+ * ALLOC (stream-ordered memory). */
+#define DH_OP_KINDS(X)              \
+    X(KERNEL, STREAM)               \
+    X(CU_KERNEL, STREAM)            \
+    X(MEMCPY, STREAM)               \
+    X(MEMSET, STREAM)               \
+    X(HOST_FUNC, STREAM)            \
+    X(GEMM, STREAM)                 \
+    X(LT_MATMUL, STREAM)            \
+    X(EVENT_RECORD, EVENT)          \
+    X(EVENT_WAIT, EVENT)            \
+    X(FREE_ASYNC, ALLOC)
+
+typedef enum dh_op_kind {
+#define DH__OP_KIND_ENUM(id, cls) DH_OP_##id,
+    DH_OP_KINDS(DH__OP_KIND_ENUM)
+#undef DH__OP_KIND_ENUM
+    DH_OP_KIND_COUNT
+} dh_op_kind_t;
+
+const char *dh_op_kind_name(dh_op_kind_t k);
+
+/* What a replay needs besides the op: where and with what it runs. Filled by the
+ * dispatcher. */
+typedef struct dh_replay_ctx {
+    cudaStream_t stream;          /* the physical stream */
+    int strand;                   /* 0 or 1 */
+    int device;
+    cublasHandle_t blas;          /* this (device, strand)'s own cuBLAS handle */
+    cublasLtHandle_t blaslt;      /* this device's own cuBLASLt handle */
+    void *workspace;              /* this (device, strand)'s workspace */
+    size_t workspace_size;        /* its size in bytes (>= any captured workspace size) */
+    cudaEvent_t record_event;     /* EVENT_RECORD: the shim-owned event to record */
+    cudaEvent_t wait_event;       /* EVENT_WAIT: the shim-owned event of the record */
+} dh_replay_ctx_t;
+
+typedef struct dh_op dh_op_t;
+
+struct dh_op {
+    dh_op_kind_t kind;
+    int device;                   /* current device of the capturing thread */
+    cudaStream_t stream;          /* framework stream as passed (NULL = legacy) */
+    uint64_t seq;                 /* program order, set by the scheduler */
+    int strand;                   /* set by the strand tracker; 0 unless two-strand */
+    uint64_t group;               /* co-execution group, set by the strand tracker */
+    int thread;                   /* small id of the capturing thread */
+    dh_op_t *next;                /* scheduler queue link */
+    dh_op_t *dep;                 /* EVENT_WAIT: the record it waits for (scheduler) */
+    cudaEvent_t event;            /* EVENT_*: the framework event */
+    void *shim_event;             /* EVENT_RECORD: pooled event instance (scheduler) */
+    int issued;                   /* set by the dispatcher once replayed (atomic) */
+    size_t free_bytes;            /* FREE_ASYNC: size of the block (scheduler) */
+    size_t payload_size;
+    unsigned char payload[];      /* kind-specific, owned; see op.c */
+};
+
+/* ---- capture (framework thread). Each returns DH_OK and *out, or an error status when
+ * the call cannot be captured (the wrapper then drains and forwards it). The arguments
+ * are those of the API call. ---- */
+dh_status_t dh_op_capture_kernel(dh_op_t **out, const void *func, dim3 grid, dim3 block,
+                                 void **args, size_t shmem, cudaStream_t s);
+dh_status_t dh_op_capture_kernel_ex(dh_op_t **out, const cudaLaunchConfig_t *cfg,
+                                    const void *func, void **args);
+dh_status_t dh_op_capture_cu_kernel(dh_op_t **out, CUfunction f, unsigned gx, unsigned gy,
+                                    unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                    unsigned shmem, CUstream s, void **params, void **extra);
+dh_status_t dh_op_capture_cu_kernel_ex(dh_op_t **out, const CUlaunchConfig *cfg, CUfunction f,
+                                       void **params, void **extra);
+dh_status_t dh_op_capture_memcpy(dh_op_t **out, void *dst, const void *src, size_t n,
+                                 enum cudaMemcpyKind kind, cudaStream_t s);
+dh_status_t dh_op_capture_memset(dh_op_t **out, void *dst, int value, size_t n,
+                                 cudaStream_t s);
+dh_status_t dh_op_capture_host_func(dh_op_t **out, cudaStream_t s, cudaHostFn_t fn,
+                                    void *data);
+/* cuBLAS: the handle's state (stream, math/pointer/atomics mode, workspace pointer and
+ * size) is read from the shim's mirror of the framework handle, see blas_state below. */
+dh_status_t dh_op_capture_gemm_ex(dh_op_t **out, cublasHandle_t h, cublasOperation_t ta,
+                                  cublasOperation_t tb, int m, int n, int k,
+                                  const void *alpha, const void *A, cudaDataType at, int lda,
+                                  const void *B, cudaDataType bt, int ldb, const void *beta,
+                                  void *C, cudaDataType ct, int ldc,
+                                  cublasComputeType_t compute, cublasGemmAlgo_t algo);
+dh_status_t dh_op_capture_sgemm(dh_op_t **out, cublasHandle_t h, cublasOperation_t ta,
+                                cublasOperation_t tb, int m, int n, int k, const float *alpha,
+                                const float *A, int lda, const float *B, int ldb,
+                                const float *beta, float *C, int ldc);
+dh_status_t dh_op_capture_lt_matmul(dh_op_t **out, cublasLtHandle_t h,
+                                    cublasLtMatmulDesc_t desc, const void *alpha,
+                                    const void *A, cublasLtMatrixLayout_t Adesc, const void *B,
+                                    cublasLtMatrixLayout_t Bdesc, const void *beta,
+                                    const void *C, cublasLtMatrixLayout_t Cdesc, void *D,
+                                    cublasLtMatrixLayout_t Ddesc,
+                                    const cublasLtMatmulAlgo_t *algo, void *workspace,
+                                    size_t workspace_size, cudaStream_t s);
+dh_status_t dh_op_capture_event_record(dh_op_t **out, cudaEvent_t e, cudaStream_t s,
+                                       unsigned flags);
+dh_status_t dh_op_capture_event_wait(dh_op_t **out, cudaStream_t s, cudaEvent_t e,
+                                     unsigned flags);
+dh_status_t dh_op_capture_free_async(dh_op_t **out, void *p, cudaStream_t s);
+
+/* Replays op on ctx (dispatcher thread). Returns the API's status as an int (cudaError_t,
+ * CUresult or cublasStatus_t: 0 is success in all three). */
+int dh_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx);
+
+/* Bytes the payload holds (for the deferred-bytes limit and statistics). */
+size_t dh_op_bytes(const dh_op_t *op);
+
+void dh_op_free(dh_op_t *op);
+
+/* ---- the shim's mirror of framework cuBLAS handles ----
+ * Wrappers of cublasSetStream/SetWorkspace/SetMathMode/SetPointerMode/SetAtomicsMode
+ * forward the call and record the setting here, so a captured GEMM knows the state its
+ * handle had at the call. Thread-safe. */
+typedef struct dh_blas_state {
+    cudaStream_t stream;
+    void *workspace;
+    size_t workspace_size;
+    cublasMath_t math;
+    cublasPointerMode_t pointer;
+    cublasAtomicsMode_t atomics;
+} dh_blas_state_t;
+
+void dh_blas_state_get(cublasHandle_t h, dh_blas_state_t *out);
+void dh_blas_state_set_stream(cublasHandle_t h, cudaStream_t s);   /* resets workspace */
+void dh_blas_state_set_workspace(cublasHandle_t h, void *ws, size_t size);
+void dh_blas_state_set_math(cublasHandle_t h, cublasMath_t m);
+void dh_blas_state_set_pointer(cublasHandle_t h, cublasPointerMode_t m);
+void dh_blas_state_set_atomics(cublasHandle_t h, cublasAtomicsMode_t m);
+void dh_blas_state_forget(cublasHandle_t h);                        /* cublasDestroy */
+
+#endif

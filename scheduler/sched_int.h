@@ -1,0 +1,95 @@
+/*
+ * sched_int.h: state shared by sched.c (the framework side) and dispatch.c (the
+ * dispatcher thread). Nothing here leaves the scheduler.
+ *
+ * Locking: dh__s.lock guards every field marked "lock"; it is never held while a real CUDA
+ * function runs. Lock order: dh__s.lock is a leaf except that the dispatcher may take it
+ * while holding nothing else; the op capture module's caches have their own leaf locks.
+ */
+#ifndef DH_SCHED_INT_H
+#define DH_SCHED_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <uthash.h>
+
+#include "common/config.h"
+#include "breaks.h"
+#include "scheduler.h"
+
+#define DH_MAX_DEVICES 16
+
+/* A shim-owned event instance: what a deferred cudaStreamWaitEvent waits on, so that a
+ * later record of the same framework event cannot change what an earlier wait means. */
+typedef struct dh_evinst {
+    cudaEvent_t ev;          /* created by the dispatcher on first use (device below) */
+    int device;
+    int refs;                /* lock: event table's latest + pending record + pending waits */
+    int recorded;            /* lock: its record has been replayed */
+    int batched;             /* lock: its record is ahead in the dispatcher's batch */
+    struct dh_evinst *next_free;
+} dh_evinst_t;
+
+/* Framework event -> its latest record in program order. */
+typedef struct dh_evrec {
+    cudaEvent_t key;
+    dh_evinst_t *latest;     /* lock */
+    UT_hash_handle hh;
+} dh_evrec_t;
+
+/* One framework stream (per device): its held operations and physical streams. */
+typedef struct dh_vstream {
+    struct {
+        int device;
+        cudaStream_t stream;
+    } key;
+    cudaStream_t phys[2];    /* lock: [0] the framework stream itself, [1] shim-created */
+    dh_op_t *head, *tail;    /* dispatcher only: held ops in program order */
+    int used_strand[2];      /* dispatcher only: strands issued on it since the last barrier */
+    UT_hash_handle hh;
+} dh_vstream_t;
+
+typedef struct dh_sched_state {
+    pthread_mutex_t lock;
+    pthread_cond_t work;          /* dispatcher waits for ops or a flush */
+    pthread_cond_t done;          /* drainers wait for the low-water mark */
+    atomic_int deferring;         /* mode defers, healthy, not capturing a graph */
+    dh_mode_t mode;
+    int reorder_allowed;          /* lock */
+    dh_op_t *in_head, *in_tail;   /* lock: submitted, not yet taken by the dispatcher */
+    uint64_t next_seq;            /* lock */
+    uint64_t low_water;           /* lock: every op with seq < low_water has been replayed */
+    uint64_t flush_upto;          /* lock: the dispatcher must replay every seq < this */
+    uint64_t kick_ms;             /* lock: wall time of the first unanswered kick, or 0 */
+    uint64_t held;                /* lock: ops submitted and not replayed */
+    uint64_t held_free_bytes;     /* lock */
+    int stop;                     /* lock */
+    int pending_error[DH_MAX_DEVICES]; /* lock: first replay failure since the last drain */
+    dh_evrec_t *events;           /* lock */
+    dh_evinst_t *free_inst;       /* lock */
+    dh_vstream_t *vstreams;       /* lock */
+    struct dh_allocsz *allocs;    /* lock: stream-ordered allocation sizes */
+    /* strand tracker (threads rule), lock */
+    int last_thread;
+    uint64_t phase;
+    dh_sched_stats_t stats;       /* lock */
+    pthread_t thread;
+    int started;
+} dh_sched_state_t;
+
+extern dh_sched_state_t dh__s;
+
+/* dispatch.c */
+void *dh__dispatch_main(void *arg);
+/* Lock held: the framework stream's record (created on first use). NULL on no memory. */
+dh_vstream_t *dh__vstream_get(int device, cudaStream_t s);
+/* Lock NOT held: the physical stream of (device, s, strand), created on first use by the
+ * calling thread with the real API; NULL on failure. */
+cudaStream_t dh__physical(int device, cudaStream_t s, int strand);
+
+/* sched.c, lock held */
+void dh__inst_unref(dh_evinst_t *inst);
+void dh__fallback(const char *why);  /* lock NOT held */
+uint64_t dh__wall_ms(void);
+
+#endif

@@ -1,0 +1,117 @@
+/*
+ * scheduler.h: what the wrappers ask of the scheduler.
+ *
+ * Pattern of a wrapper for a call that enqueues stream work:
+ *
+ *     if (!dh_sched_deferring())            -> forward at once (passthrough, or a call
+ *                                              made by the dispatcher itself)
+ *     if (dh_op_capture_X(&op, ...) != DH_OK) { dh_sched_drain(DH_DRAIN_UNCAPTURABLE);
+ *                                              forward }
+ *     return dh_sched_submit(op);          -> the API's success value
+ *
+ * and for a call that makes the host wait or observes device progress:
+ *
+ *     if (dh_sched_deferring()) dh_sched_drain(DH_DRAIN_<REASON>);   then forward.
+ *
+ * Errors of deferred operations: the dispatcher replays an op after its wrapper returned
+ * success; a replay that fails is reported once (log), counted, and its status is kept
+ * as the device's pending error, which the next synchronising call on that device
+ * returns in place of success (the way CUDA reports asynchronous errors).
+ *
+ * All functions are thread-safe.
+ */
+#ifndef DH_SCHED_H
+#define DH_SCHED_H
+
+#include <stdint.h>
+
+#include "op.h"
+
+/* X(id, description): why the framework thread waited for the dispatcher. */
+#define DH_DRAIN_REASONS(X)                                                              \
+    X(STREAM_SYNC, "cudaStreamSynchronize: the host waits for the stream")               \
+    X(DEVICE_SYNC, "cudaDeviceSynchronize: the host waits for the device")               \
+    X(EVENT_SYNC, "cudaEventSynchronize: the host waits for the event's record")         \
+    X(EVENT_ELAPSED, "cudaEventElapsedTime: both records must have run")                 \
+    X(STREAM_QUERY, "cudaStreamQuery: reports the stream's progress")                    \
+    X(BLOCKING_COPY, "a copy that returns when done (cudaMemcpy, device to pageable)")   \
+    X(FREE, "cudaFree/cudaFreeHost synchronise the device")                              \
+    X(CAPTURE, "graph capture: everything passes through until it ends")                 \
+    X(UNCAPTURABLE, "a call the shim cannot defer is forwarded in program order")        \
+    X(STREAM_DESTROY, "a stream is destroyed: its work is issued first")                 \
+    X(LAG, "bounded lag: queued operations or deferred-free bytes over the limit")       \
+    X(EXIT, "process exit")
+
+typedef enum dh_drain_reason {
+#define DH__DRAIN_ENUM(id, d) DH_DRAIN_##id,
+    DH_DRAIN_REASONS(DH__DRAIN_ENUM)
+#undef DH__DRAIN_ENUM
+    DH_DRAIN_COUNT
+} dh_drain_reason_t;
+
+/* Nonzero when calls on this thread are to be captured: the mode defers (not
+ * passthrough), the scheduler is healthy (no fallback), no graph capture is under way,
+ * and the caller is not the dispatcher. One relaxed load and a thread-local read. */
+int dh_sched_deferring(void);
+
+/* Takes ownership of a captured op and queues it; returns 0. Never fails: on an internal
+ * error the scheduler falls back to passthrough (drains, warns once) and replays op at
+ * once. */
+int dh_sched_submit(dh_op_t *op);
+
+/* Issues every queued op of every device and waits until the dispatcher has replayed
+ * them; then returns the pending asynchronous error (0 if none) and clears it. */
+int dh_sched_drain(dh_drain_reason_t why);
+
+/* Event bookkeeping for wrappers of cudaEventQuery/Synchronize/ElapsedTime:
+ * 1 if the latest record of e in program order has not been replayed yet. */
+int dh_sched_event_pending(cudaEvent_t e);
+/* Asks the dispatcher to issue what it holds back without waiting (a query polled the
+ * event of a queued record). */
+void dh_sched_kick(void);
+
+/* The framework event e is being destroyed: forget its records (a new event may reuse
+ * the handle, and a wait on a never-recorded event is a no-op). */
+void dh_sched_event_forget(cudaEvent_t e);
+
+/* The physical stream on which stream-ordered memory for the calling thread's next op on
+ * framework stream s must be allocated (cudaMallocAsync): the strand that op will run on,
+ * so the allocation is ordered with its uses. NULL when s itself is right (or on
+ * failure, where s is safe too). */
+cudaStream_t dh_sched_alloc_stream(cudaStream_t s);
+/* Remembers the size of a stream-ordered allocation, for the deferred-free limit;
+ * dh_sched_alloc_take forgets it and returns it (0 if unknown). */
+void dh_sched_alloc_note(void *p, size_t size);
+size_t dh_sched_alloc_take(void *p);
+
+/* Nonzero when the configured mode may defer, so the cuBLAS handle state must be
+ * mirrored (even while a graph capture passes calls through). Constant after load. */
+int dh_sched_mirroring(void);
+
+/* Graph capture: cudaStreamBeginCapture drains and enters pass-through until the
+ * matching cudaStreamEndCapture. */
+void dh_sched_capture_begin(void);
+void dh_sched_capture_end(void);
+
+/* Allocator policy (invariant 5): set by the constructor after checking
+ * PYTORCH_CUDA_ALLOC_CONF; when the framework chose another allocator the scheduler keeps
+ * program order (no reordering) and says why once. */
+void dh_sched_set_reorder_allowed(int allowed, const char *why);
+
+/* Statistics for the exit summary. */
+typedef struct dh_sched_stats {
+    uint64_t ops[DH_OP_KIND_COUNT];
+    uint64_t drains[DH_DRAIN_COUNT];
+    uint64_t max_queue_depth;
+    uint64_t max_deferred_bytes;
+    uint64_t replay_errors;
+    uint64_t cross_strand_barriers;
+} dh_sched_stats_t;
+void dh_sched_stats(dh_sched_stats_t *out);
+
+/* Starts the dispatcher(s) for the configured mode; called by the constructor. */
+void dh_sched_init(void);
+/* Drains and stops the dispatcher(s); called by the destructor. */
+void dh_sched_fini(void);
+
+#endif

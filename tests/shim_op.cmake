@@ -1,0 +1,25 @@
+# Operation records (scheduler/op*.c, real.c, blas_state.c): every kind captured with its
+# deep copies, everything the framework owns then changed or freed, replayed on a context
+# the test builds, and compared bit for bit with the same call made directly; with a copy
+# disabled (op_break.h) the same scenario must differ. Linked against dh_sched and the
+# real libraries by name; run on the vgpu with its hazard detector aborting.
+set(_op_dir ${CMAKE_CURRENT_SOURCE_DIR}/shim)
+
+add_library(shim_op_common OBJECT ${_op_dir}/op_common.c)
+target_include_directories(shim_op_common PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
+target_link_libraries(shim_op_common PRIVATE dh_sched dh::real_cuda PkgConfig::CMOCKA)
+
+foreach(t kernel blas lt copy)
+  add_executable(shim_test_op_${t} ${_op_dir}/test_op_${t}.c $<TARGET_OBJECTS:shim_op_common>)
+  target_include_directories(shim_test_op_${t} PRIVATE ${_op_dir}
+                             ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
+  target_link_libraries(shim_test_op_${t} PRIVATE dh_sched dh::real_cuda PkgConfig::CMOCKA
+                        Threads::Threads ${CMAKE_DL_LIBS})
+  add_dependencies(shim_test_op_${t} vgpu_all)
+  set(_labels shim asan)
+  if(t MATCHES "^(kernel|blas)$") # captures and the handle mirror from several threads
+    list(APPEND _labels tsan)
+  endif()
+  dh_add_test(NAME shim.op_${t} COMMAND shim_test_op_${t} LABELS ${_labels} VGPU TIMEOUT 120
+              ENV "VGPU_HAZARD=abort")
+endforeach()
