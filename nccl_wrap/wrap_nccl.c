@@ -6,21 +6,9 @@
  */
 #include <nccl.h>
 
-#include "hooks.h"
-#include "scheduler.h"
+#include "wrap.h"
 
-#define DH_NCCL_DRAIN(lib, ret, name, params, args)                                        \
-    DH_HOOK_EXPORT ret name params                                                         \
-    {                                                                                      \
-        __typeof__(&name) real_ =                                                          \
-            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_##lib);          \
-        if (real_ == NULL)                                                                 \
-            return (ret)dh__hook_missing(DH_HOOK_##name);                                  \
-        if (dh__hook_depth == 1 && dh_sched_deferring())                                   \
-            dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                         \
-        ret rc_ = real_ args;                                                              \
-        dh__hook_leave();                                                                  \
-        return rc_;                                                                        \
-    }
+#define DH_NCCL_DRAIN(lib, ret, name, params, args) \
+    DH_WRAP_DRAIN(lib, ret, name, params, args, DH_DRAIN_UNCAPTURABLE, 0, 0)
 
 DH_HOOKS_NCCL_SYNC(DH_NCCL_DRAIN)

@@ -6,32 +6,10 @@
  */
 #include <cublas_v2.h>
 
-#include "hooks.h"
-#include "op.h"
-#include "scheduler.h"
+#include "wrap.h"
 
-static inline int dh__may_defer(void) { return dh__hook_depth == 1 && dh_sched_deferring(); }
-
-#define DH_BLAS_CAPTURE(ret, name, params, args, CAPTURE)                                 \
-    DH_HOOK_EXPORT ret name params                                                        \
-    {                                                                                     \
-        __typeof__(&name) real_ =                                                         \
-            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_CUBLAS);        \
-        if (real_ == NULL)                                                                \
-            return (ret)dh__hook_missing(DH_HOOK_##name);                                 \
-        if (dh__may_defer()) {                                                            \
-            dh_op_t *op_ = NULL;                                                          \
-            if ((CAPTURE) == DH_OK) {                                                     \
-                dh_sched_submit(op_);                                                     \
-                dh__hook_leave();                                                         \
-                return CUBLAS_STATUS_SUCCESS;                                             \
-            }                                                                             \
-            dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                        \
-        }                                                                                 \
-        ret rc_ = real_ args;                                                             \
-        dh__hook_leave();                                                                 \
-        return rc_;                                                                       \
-    }
+#define DH_BLAS_CAPTURE(ret, name, params, args, CAPTURE) \
+    DH_WRAP_CAPTURE(CUBLAS, ret, name, params, args, CAPTURE, CUBLAS_STATUS_SUCCESS)
 
 DH_BLAS_CAPTURE(cublasStatus_t, cublasGemmEx,
                 (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
@@ -57,10 +35,7 @@ DH_BLAS_CAPTURE(cublasStatus_t, cublasSgemm_v2,
 #define DH_BLAS_STATE(name, params, args, MIRROR)                                          \
     DH_HOOK_EXPORT cublasStatus_t name params                                              \
     {                                                                                      \
-        __typeof__(&name) real_ =                                                          \
-            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_CUBLAS);         \
-        if (real_ == NULL)                                                                 \
-            return (cublasStatus_t)dh__hook_missing(DH_HOOK_##name);                       \
+        DH_WRAP_ENTER(CUBLAS, cublasStatus_t, name);                                       \
         cublasStatus_t rc_ = real_ args;                                                   \
         if (rc_ == CUBLAS_STATUS_SUCCESS && dh_sched_mirroring())                          \
             MIRROR;                                                                        \
@@ -83,10 +58,7 @@ DH_BLAS_STATE(cublasSetAtomicsMode, (cublasHandle_t handle, cublasAtomicsMode_t 
  * own handles, so only the mirror goes. */
 DH_HOOK_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
 {
-    __typeof__(&cublasDestroy_v2) real_ =
-        (__typeof__(&cublasDestroy_v2))dh__hook_enter(DH_HOOK_cublasDestroy_v2, DH_HOOK_LIB_CUBLAS);
-    if (real_ == NULL)
-        return (cublasStatus_t)dh__hook_missing(DH_HOOK_cublasDestroy_v2);
+    DH_WRAP_ENTER(CUBLAS, cublasStatus_t, cublasDestroy_v2);
     if (dh__may_defer())
         dh_sched_drain(DH_DRAIN_DEVICE_SYNC);
     if (dh_sched_mirroring())
@@ -96,18 +68,7 @@ DH_HOOK_EXPORT cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
     return rc;
 }
 
-#define DH_BLAS_SYNC(lib, ret, name, params, args)                                         \
-    DH_HOOK_EXPORT ret name params                                                         \
-    {                                                                                      \
-        __typeof__(&name) real_ =                                                          \
-            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_##lib);          \
-        if (real_ == NULL)                                                                 \
-            return (ret)dh__hook_missing(DH_HOOK_##name);                                  \
-        if (dh__may_defer())                                                               \
-            dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                         \
-        ret rc_ = real_ args;                                                              \
-        dh__hook_leave();                                                                  \
-        return rc_;                                                                        \
-    }
+#define DH_BLAS_SYNC(lib, ret, name, params, args) \
+    DH_WRAP_DRAIN(lib, ret, name, params, args, DH_DRAIN_UNCAPTURABLE, 0, 0)
 
 DH_HOOKS_CUBLAS_SYNC(DH_BLAS_SYNC)

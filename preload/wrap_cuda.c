@@ -29,9 +29,7 @@ CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void 
                                void **extra);
 CUresult cuStreamSynchronize_ptsz(CUstream s);
 
-#include "hooks.h"
-#include "op.h"
-#include "scheduler.h"
+#include "wrap.h"
 
 /* ---- the wrapper table ---- */
 
@@ -92,10 +90,7 @@ DH_HOOK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int 
                                             cuuint64_t flags,
                                             CUdriverProcAddressQueryResult *symbolStatus)
 {
-    __typeof__(&cuGetProcAddress_v2) real_ = (__typeof__(&cuGetProcAddress_v2))dh__hook_enter(
-        DH_HOOK_cuGetProcAddress_v2, DH_HOOK_LIB_CUDA);
-    if (real_ == NULL)
-        return (CUresult)dh__hook_missing(DH_HOOK_cuGetProcAddress_v2);
+    DH_WRAP_ENTER(CUDA, CUresult, cuGetProcAddress_v2);
     CUresult rc = real_(symbol, pfn, cudaVersion, flags, symbolStatus);
     if (rc == CUDA_SUCCESS && pfn && symbol)
         *pfn = dh__proc_substitute(symbol, flags, *pfn);
@@ -106,10 +101,7 @@ DH_HOOK_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int 
 DH_HOOK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                          cuuint64_t flags)
 {
-    __typeof__(&cuGetProcAddress) real_ =
-        (__typeof__(&cuGetProcAddress))dh__hook_enter(DH_HOOK_cuGetProcAddress, DH_HOOK_LIB_CUDA);
-    if (real_ == NULL)
-        return (CUresult)dh__hook_missing(DH_HOOK_cuGetProcAddress);
+    DH_WRAP_ENTER(CUDA, CUresult, cuGetProcAddress);
     CUresult rc = real_(symbol, pfn, cudaVersion, flags);
     if (rc == CUDA_SUCCESS && pfn && symbol)
         *pfn = dh__proc_substitute(symbol, flags, *pfn);
@@ -119,78 +111,46 @@ DH_HOOK_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cud
 
 /* ---- launches ---- */
 
-static inline int dh__may_defer(void) { return dh__hook_depth == 1 && dh_sched_deferring(); }
-
 /* A _ptsz entry point means the per-thread default stream where its stream is NULL. */
 #define DH__PTSZ_STREAM(s, ptsz) ((ptsz) && !(s) ? CU_STREAM_PER_THREAD : (s))
 
 #define DH_CU_LAUNCH(name, ptsz)                                                           \
-    DH_HOOK_EXPORT CUresult name(CUfunction f, unsigned gx, unsigned gy, unsigned gz,      \
-                                 unsigned bx, unsigned by, unsigned bz, unsigned shm,      \
-                                 CUstream s, void **params, void **extra)                  \
-    {                                                                                      \
-        __typeof__(&name) real_ =                                                          \
-            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_CUDA);           \
-        if (real_ == NULL)                                                                 \
-            return (CUresult)dh__hook_missing(DH_HOOK_##name);                             \
-        if (dh__may_defer()) {                                                             \
-            dh_op_t *op = NULL;                                                            \
-            if (dh_op_capture_cu_kernel(&op, f, gx, gy, gz, bx, by, bz, shm,               \
-                                        DH__PTSZ_STREAM(s, ptsz), params, extra) == DH_OK) { \
-                dh_sched_submit(op);                                                       \
-                dh__hook_leave();                                                          \
-                return CUDA_SUCCESS;                                                       \
-            }                                                                              \
-            dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                         \
-        }                                                                                  \
-        CUresult rc = real_(f, gx, gy, gz, bx, by, bz, shm, s, params, extra);             \
-        dh__hook_leave();                                                                  \
-        return rc;                                                                         \
-    }
+    DH_WRAP_CAPTURE(CUDA, CUresult, name,                                                  \
+                    (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,     \
+                     unsigned by, unsigned bz, unsigned shm, CUstream s, void **params,    \
+                     void **extra),                                                        \
+                    (f, gx, gy, gz, bx, by, bz, shm, s, params, extra),                    \
+                    dh_op_capture_cu_kernel(&op_, f, gx, gy, gz, bx, by, bz, shm,          \
+                                            DH__PTSZ_STREAM(s, ptsz), params, extra),      \
+                    CUDA_SUCCESS)
 
 DH_CU_LAUNCH(cuLaunchKernel, 0)
 DH_CU_LAUNCH(cuLaunchKernel_ptsz, 1)
 
+/* The Ex launches: the config is copied so its stream can name the per-thread stream. */
+static dh_status_t dh__capture_ex(dh_op_t **op, const CUlaunchConfig *config, CUfunction f,
+                                  void **params, void **extra, int ptsz)
+{
+    if (!config)
+        return DH_ERR_INVALID;
+    CUlaunchConfig c = *config;
+    c.hStream = DH__PTSZ_STREAM(c.hStream, ptsz);
+    return dh_op_capture_cu_kernel_ex(op, &c, f, params, extra);
+}
+
 #define DH_CU_LAUNCH_EX(name, ptsz)                                                        \
-    DH_HOOK_EXPORT CUresult name(const CUlaunchConfig *config, CUfunction f, void **params, \
-                                 void **extra)                                             \
-    {                                                                                      \
-        __typeof__(&name) real_ =                                                          \
-            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_CUDA);           \
-        if (real_ == NULL)                                                                 \
-            return (CUresult)dh__hook_missing(DH_HOOK_##name);                             \
-        if (dh__may_defer() && config) {                                                   \
-            CUlaunchConfig c = *config;                                                    \
-            c.hStream = DH__PTSZ_STREAM(c.hStream, ptsz);                                  \
-            dh_op_t *op = NULL;                                                            \
-            if (dh_op_capture_cu_kernel_ex(&op, &c, f, params, extra) == DH_OK) {          \
-                dh_sched_submit(op);                                                       \
-                dh__hook_leave();                                                          \
-                return CUDA_SUCCESS;                                                       \
-            }                                                                              \
-            dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                         \
-        }                                                                                  \
-        CUresult rc = real_(config, f, params, extra);                                     \
-        dh__hook_leave();                                                                  \
-        return rc;                                                                         \
-    }
+    DH_WRAP_CAPTURE(CUDA, CUresult, name,                                                  \
+                    (const CUlaunchConfig *config, CUfunction f, void **params,            \
+                     void **extra),                                                        \
+                    (config, f, params, extra),                                            \
+                    dh__capture_ex(&op_, config, f, params, extra, ptsz), CUDA_SUCCESS)
 
 DH_CU_LAUNCH_EX(cuLaunchKernelEx, 0)
 DH_CU_LAUNCH_EX(cuLaunchKernelEx_ptsz, 1)
 
 /* ---- waits and uncaptured work: drain, then forward ---- */
 
-#define DH_CU_SYNC(lib, ret, name, params, args)                                           \
-    DH_HOOK_EXPORT ret name params                                                         \
-    {                                                                                      \
-        __typeof__(&name) real_ =                                                          \
-            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_##lib);          \
-        if (real_ == NULL)                                                                 \
-            return (ret)dh__hook_missing(DH_HOOK_##name);                                  \
-        int pending_ = dh__may_defer() ? dh_sched_drain(DH_DRAIN_STREAM_SYNC) : 0;         \
-        ret rc_ = real_ args;                                                              \
-        dh__hook_leave();                                                                  \
-        return rc_ == CUDA_SUCCESS && pending_ ? (ret)pending_ : rc_;                      \
-    }
+#define DH_CU_SYNC(lib, ret, name, params, args) \
+    DH_WRAP_DRAIN(lib, ret, name, params, args, DH_DRAIN_STREAM_SYNC, 0, 1)
 
 DH_HOOKS_CUDA_SYNC(DH_CU_SYNC)

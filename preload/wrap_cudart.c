@@ -11,36 +11,10 @@
 #include <cuda_runtime_api.h>
 
 #include "breaks.h"
-#include "hooks.h"
-#include "op.h"
-#include "scheduler.h"
+#include "wrap.h"
 
-/* Nonzero when this wrapper call (already entered) may defer. */
-static inline int dh__may_defer(void) { return dh__hook_depth == 1 && dh_sched_deferring(); }
-
-/* Defines a CAPTURE wrapper: CAPTURE is an expression of op_ (dh_op_t *) and the
- * parameters returning dh_status_t. */
-#define DH_CAPTURE_WRAPPER(ret, name, params, args, CAPTURE)                              \
-    DH_HOOK_EXPORT ret name params                                                        \
-    {                                                                                     \
-        __typeof__(&name) real_ =                                                         \
-            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_CUDART);        \
-        if (real_ == NULL)                                                                \
-            return (ret)dh__hook_missing(DH_HOOK_##name);                                 \
-        ret rc_;                                                                          \
-        if (dh__may_defer()) {                                                            \
-            dh_op_t *op_ = NULL;                                                          \
-            if ((CAPTURE) == DH_OK) {                                                     \
-                dh_sched_submit(op_);                                                     \
-                dh__hook_leave();                                                         \
-                return (ret)0;                                                            \
-            }                                                                             \
-            dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                        \
-        }                                                                                 \
-        rc_ = real_ args;                                                                 \
-        dh__hook_leave();                                                                 \
-        return rc_;                                                                       \
-    }
+#define DH_CAPTURE_WRAPPER(ret, name, params, args, CAPTURE) \
+    DH_WRAP_CAPTURE(CUDART, ret, name, params, args, CAPTURE, cudaSuccess)
 
 DH_CAPTURE_WRAPPER(cudaError_t, cudaLaunchKernel,
                    (const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
@@ -95,10 +69,7 @@ DH_CAPTURE_WRAPPER(cudaError_t, cudaFreeAsync, (void *devPtr, cudaStream_t hStre
  * the physical stream of the strand that will use it. */
 DH_HOOK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
-    __typeof__(&cudaMallocAsync) real_ =
-        (__typeof__(&cudaMallocAsync))dh__hook_enter(DH_HOOK_cudaMallocAsync, DH_HOOK_LIB_CUDART);
-    if (real_ == NULL)
-        return (cudaError_t)dh__hook_missing(DH_HOOK_cudaMallocAsync);
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaMallocAsync);
     cudaStream_t s = hStream;
     if (dh__may_defer()) {
         cudaStream_t p = dh_sched_alloc_stream(hStream);
@@ -115,10 +86,7 @@ DH_HOOK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStrea
  * asks the dispatcher not to hold that record much longer. */
 DH_HOOK_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event)
 {
-    __typeof__(&cudaEventQuery) real_ =
-        (__typeof__(&cudaEventQuery))dh__hook_enter(DH_HOOK_cudaEventQuery, DH_HOOK_LIB_CUDART);
-    if (real_ == NULL)
-        return (cudaError_t)dh__hook_missing(DH_HOOK_cudaEventQuery);
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaEventQuery);
     if (dh__may_defer() && dh_sched_event_pending(event)) {
         dh__hook_leave();
         if (dh_break(DH_BREAK_DRAIN_EVENT_QUERY))
@@ -133,10 +101,7 @@ DH_HOOK_EXPORT cudaError_t cudaEventQuery(cudaEvent_t event)
 
 DH_HOOK_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
 {
-    __typeof__(&cudaStreamBeginCapture) real_ = (__typeof__(&cudaStreamBeginCapture))dh__hook_enter(
-        DH_HOOK_cudaStreamBeginCapture, DH_HOOK_LIB_CUDART);
-    if (real_ == NULL)
-        return (cudaError_t)dh__hook_missing(DH_HOOK_cudaStreamBeginCapture);
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaStreamBeginCapture);
     if (dh__hook_depth == 1 && dh_sched_mirroring())
         dh_sched_capture_begin();
     cudaError_t rc = real_(stream, mode);
@@ -148,10 +113,7 @@ DH_HOOK_EXPORT cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cuda
 
 DH_HOOK_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
 {
-    __typeof__(&cudaStreamEndCapture) real_ = (__typeof__(&cudaStreamEndCapture))dh__hook_enter(
-        DH_HOOK_cudaStreamEndCapture, DH_HOOK_LIB_CUDART);
-    if (real_ == NULL)
-        return (cudaError_t)dh__hook_missing(DH_HOOK_cudaStreamEndCapture);
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaStreamEndCapture);
     cudaError_t rc = real_(stream, pGraph);
     if (dh__hook_depth == 1 && dh_sched_mirroring())
         dh_sched_capture_end();
@@ -163,10 +125,7 @@ DH_HOOK_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t
  * bookkeeping goes (a new event may get the same handle). */
 DH_HOOK_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
-    __typeof__(&cudaEventDestroy) real_ =
-        (__typeof__(&cudaEventDestroy))dh__hook_enter(DH_HOOK_cudaEventDestroy, DH_HOOK_LIB_CUDART);
-    if (real_ == NULL)
-        return (cudaError_t)dh__hook_missing(DH_HOOK_cudaEventDestroy);
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaEventDestroy);
     if (dh__may_defer() && dh_sched_event_pending(event))
         dh_sched_drain(DH_DRAIN_STREAM_DESTROY);
     if (dh_sched_mirroring())
@@ -200,20 +159,9 @@ static int dh__drain_broken(dh_hook_id_t id)
            (id == DH_HOOK_cudaMemcpy && dh_break(DH_BREAK_DRAIN_MEMCPY));
 }
 
-#define DH_SYNC_WRAPPER(lib, ret, name, params, args)                                    \
-    DH_HOOK_EXPORT ret name params                                                       \
-    {                                                                                    \
-        __typeof__(&name) real_ =                                                        \
-            (__typeof__(&name))dh__hook_enter(DH_HOOK_##name, DH_HOOK_LIB_##lib);        \
-        if (real_ == NULL)                                                               \
-            return (ret)dh__hook_missing(DH_HOOK_##name);                                \
-        int pending_ = 0;                                                                \
-        if (dh__may_defer() && !dh__drain_broken(DH_HOOK_##name))                        \
-            pending_ = dh_sched_drain(dh__drain_reason(DH_HOOK_##name));                 \
-        ret rc_ = real_ args;                                                            \
-        dh__hook_leave();                                                                \
-        return rc_ == (ret)0 && pending_ ? (ret)pending_ : rc_;                          \
-    }
+#define DH_SYNC_WRAPPER(lib, ret, name, params, args)                                      \
+    DH_WRAP_DRAIN(lib, ret, name, params, args, dh__drain_reason(DH_HOOK_##name),         \
+                  dh__drain_broken(DH_HOOK_##name), 1)
 
 DH_HOOKS_CUDART_SYNC(DH_SYNC_WRAPPER)
 

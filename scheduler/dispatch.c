@@ -34,6 +34,7 @@ void dh__sched_mark_dispatcher(void);
 
 typedef struct dh_devres {
     int ready;
+    cudaEvent_t order;       /* scratch event for legacy-stream ordering on strand 1 */
     cublasHandle_t blas[2];
     cublasLtHandle_t lt;
     void *ws[2];
@@ -92,6 +93,7 @@ dh_vstream_t *dh__vstream_get(int device, cudaStream_t s)
             return NULL;
         v->key = key_probe.key;
         v->phys[0] = s;
+        v->blocking = -1;
         HASH_ADD(hh, dh__s.vstreams, key, sizeof v->key, v);
     }
     return v;
@@ -122,9 +124,17 @@ cudaStream_t dh__physical(int device, cudaStream_t s, int strand)
     return p;
 }
 
-static int dh__is_legacy(const dh_op_t *op)
+static int dh__is_legacy_stream(cudaStream_t s) { return s == NULL || s == cudaStreamLegacy; }
+
+static int dh__is_legacy(const dh_op_t *op) { return dh__is_legacy_stream(op->stream); }
+
+/* Lock NOT held: the framework stream's record. */
+static dh_vstream_t *dh__vstream_locked_get(int device, cudaStream_t s)
 {
-    return op->stream == NULL || op->stream == cudaStreamLegacy;
+    pthread_mutex_lock(&dh__s.lock);
+    dh_vstream_t *v = dh__vstream_get(device, s);
+    pthread_mutex_unlock(&dh__s.lock);
+    return v;
 }
 
 /* ---- choosing the order ---- */
@@ -188,7 +198,6 @@ static int dh__order_seq(dh_batch_t *b, uint64_t gmax)
             return 0;
         dh_op_t *op = dh__pop(best);
         dh__mark_batched(op);
-        best->used_strand[op->strand] = 1;
         if (dh__push(b, op, op->kind == DH_OP_FREE_ASYNC ? 0 : op->strand))
             return -1;
     }
@@ -247,7 +256,6 @@ static int dh__order_group(dh_batch_t *b, uint64_t g)
             ftail = &op->next;
             continue;
         }
-        v->used_strand[op->strand] = 1;
         dh__mark_batched(op);
         if (dh__push(b, op, op->strand))
             return -1;
@@ -277,6 +285,8 @@ static int dh__devres(int dev)
         if (R->cudaEventCreateWithFlags(&r->bar[k], cudaEventDisableTiming) != cudaSuccess)
             return -1;
     }
+    if (R->cudaEventCreateWithFlags(&r->order, cudaEventDisableTiming) != cudaSuccess)
+        return -1;
     r->ready = 1;
     return 0;
 }
@@ -308,30 +318,104 @@ static void dh__set_device(int dev)
     }
 }
 
-/* Joins the two physical streams of every framework stream that used strand 1. */
-static int dh__barrier(void)
+/* Makes a and b wait for each other's work so far (dev's barrier events). */
+static int dh__join(int dev, cudaStream_t a, cudaStream_t b)
 {
     const dh_real_t *R = dh_real();
+    dh__set_device(dev);
+    if (dh__devres(dev))
+        return -1;
+    cudaEvent_t *bar = dh__res[dev].bar;
+    int rc = R->cudaEventRecord(bar[0], a) | R->cudaStreamWaitEvent(b, bar[0], 0);
+    return rc | R->cudaEventRecord(bar[1], b) | R->cudaStreamWaitEvent(a, bar[1], 0);
+}
+
+/* The cross-strand barrier: joins the two physical streams of every framework stream that
+ * has a strand-1 stream, whatever the last group used: a later group may use either strand
+ * on any stream. */
+static int dh__barrier(void)
+{
     int rc = 0;
     pthread_mutex_lock(&dh__s.lock);
+    uint64_t gen = ++dh__s.join_gen;
     for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next) {
-        if (!v->used_strand[1] || !v->phys[1])
+        if (!v->phys[1])
             continue;
-        v->used_strand[0] = v->used_strand[1] = 0;
+        v->joined = gen;
         cudaStream_t a = v->phys[0], b = v->phys[1];
         int dev = v->key.device;
         pthread_mutex_unlock(&dh__s.lock);
-        dh__set_device(dev);
-        if (dh__devres(dev) == 0) {
-            cudaEvent_t *bar = dh__res[dev].bar;
-            rc |= R->cudaEventRecord(bar[0], a) | R->cudaStreamWaitEvent(b, bar[0], 0);
-            rc |= R->cudaEventRecord(bar[1], b) | R->cudaStreamWaitEvent(a, bar[1], 0);
-        } else {
-            rc = -1;
-        }
+        rc |= dh__join(dev, a, b);
         pthread_mutex_lock(&dh__s.lock);
     }
     pthread_mutex_unlock(&dh__s.lock);
+    return rc;
+}
+
+/* A strand-1 stream that has not joined since the last barrier or drain first waits for
+ * the work on its framework stream: a new strand-1 stream, or one whose framework stream
+ * received calls the framework thread forwarded itself after a drain (those run on the
+ * framework stream in program order, and later strand-1 work must follow them). */
+static int dh__join_new(int dev, cudaStream_t s)
+{
+    pthread_mutex_lock(&dh__s.lock);
+    dh_vstream_t *v = dh__vstream_get(dev, s);
+    int fresh = v && v->phys[1] && v->joined != dh__s.join_gen;
+    if (fresh)
+        v->joined = dh__s.join_gen;
+    cudaStream_t a = v ? v->phys[0] : NULL, b = v ? v->phys[1] : NULL;
+    pthread_mutex_unlock(&dh__s.lock);
+    return fresh ? dh__join(dev, a, b) : 0;
+}
+
+/* Lock NOT held. Whether framework stream s synchronises with the legacy stream: the
+ * legacy stream itself and blocking streams do (the per-thread default stream is one). */
+static int dh__blocking(dh_vstream_t *v)
+{
+    if (dh__is_legacy_stream(v->key.stream))
+        return 1;
+    pthread_mutex_lock(&dh__s.lock);
+    int b = v->blocking;
+    pthread_mutex_unlock(&dh__s.lock);
+    if (b < 0) {
+        unsigned flags = 0;
+        b = dh_real()->cudaStreamGetFlags(v->key.stream, &flags) == cudaSuccess &&
+            !(flags & cudaStreamNonBlocking);
+        pthread_mutex_lock(&dh__s.lock);
+        v->blocking = b;
+        pthread_mutex_unlock(&dh__s.lock);
+    }
+    return b;
+}
+
+/* Strand 1 runs on non-blocking streams the shim made, so the implicit synchronisation of
+ * the legacy default stream with blocking streams, which strand 0 gets from CUDA itself,
+ * is made explicit: a strand-1 op of the legacy stream waits for strand 1's latest work on
+ * every blocking stream, and a strand-1 op of a blocking stream for strand 1's latest
+ * legacy work. */
+static int dh__legacy_order(const dh_op_t *op, cudaStream_t target)
+{
+    const dh_real_t *R = dh_real();
+    cudaStream_t from[64];
+    int n = 0, legacy = dh__is_legacy_stream(op->stream);
+    pthread_mutex_lock(&dh__s.lock);
+    dh_vstream_t *vs[64];
+    int nv = 0;
+    for (dh_vstream_t *v = dh__s.vstreams; v && nv < 64; v = v->hh.next)
+        if (v->key.device == op->device && v->phys[1] && v->phys[1] != target &&
+            (legacy || dh__is_legacy_stream(v->key.stream)))
+            vs[nv++] = v;
+    pthread_mutex_unlock(&dh__s.lock);
+    if (!legacy && !dh__blocking(dh__vstream_locked_get(op->device, op->stream)))
+        return 0;
+    for (int i = 0; i < nv; i++)
+        if (dh__blocking(vs[i]))
+            from[n++] = vs[i]->phys[1];
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        rc |= R->cudaEventRecord(dh__res[op->device].order, from[i]);
+        rc |= R->cudaStreamWaitEvent(target, dh__res[op->device].order, 0);
+    }
     return rc;
 }
 
@@ -343,6 +427,9 @@ static int dh__replay_one(dh_op_t *op, int strand)
     ctx.stream = dh__physical(op->device, op->stream, strand);
     if (strand == 1 && !ctx.stream)
         return cudaErrorMemoryAllocation;
+    if (strand == 1 && (dh__devres(op->device) || dh__join_new(op->device, op->stream) ||
+                        dh__legacy_order(op, ctx.stream)))
+        return cudaErrorUnknown;
     if (op->kind == DH_OP_GEMM || op->kind == DH_OP_LT_MATMUL) {
         if (dh__blasres(op->device, strand))
             return CUBLAS_STATUS_NOT_INITIALIZED;

@@ -265,6 +265,8 @@ int dh_sched_drain(dh_drain_reason_t why)
     pthread_cond_signal(&dh__s.work);
     while (dh__s.low_water < target && dh__s.started)
         pthread_cond_wait(&dh__s.done, &dh__s.lock);
+    /* The caller forwards its own call next: strand-1 work captured later must follow it. */
+    dh__s.join_gen++;
     int err = 0;
     for (int d = 0; d < DH_MAX_DEVICES; d++) {
         if (dh__s.pending_error[d] && !err)

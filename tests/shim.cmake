@@ -17,15 +17,23 @@ dh_add_test(NAME shim.log COMMAND shim_test_log LABELS shim asan tsan TIMEOUT 60
 
 # The program under the shim. shim_child links the real libraries as a user's program
 # does (dh::real_cuda, whose libcuda stub makes it need a libcuda.so.1 at run time: the
-# vgpu's or a driver's); shim_child_nodrv is the same program without libcuda, so that
-# shim.preload runs on machines with neither.
+# vgpu's or a driver's); shim_child_nodrv is the same program without libcuda and libnccl,
+# so that shim.preload runs on machines with neither: it links libdh_fakedrv.so instead, a
+# stand-in that defines the driver and NCCL entry points the shim wraps (the child finds
+# them with dlsym, so --no-as-needed keeps the library it never references directly).
+add_library(shim_fakedrv SHARED ${_shim_dir}/fakedrv.c)
+set_target_properties(shim_fakedrv PROPERTIES OUTPUT_NAME dh_fakedrv C_VISIBILITY_PRESET hidden)
+target_include_directories(shim_fakedrv PRIVATE ${PROJECT_SOURCE_DIR}/preload)
+target_link_libraries(shim_fakedrv PRIVATE dh::cuda_headers)
 add_executable(shim_child ${_shim_dir}/child.c)
 target_include_directories(shim_child PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
 target_link_libraries(shim_child PRIVATE dh::real_cuda Threads::Threads ${CMAKE_DL_LIBS})
 add_executable(shim_child_nodrv ${_shim_dir}/child.c)
 target_include_directories(shim_child_nodrv PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
 target_link_libraries(shim_child_nodrv PRIVATE dh::cuda_headers ${DH_REAL_cudart}
-                      ${DH_REAL_cublas} ${DH_REAL_cublasLt} Threads::Threads ${CMAKE_DL_LIBS})
+                      ${DH_REAL_cublas} ${DH_REAL_cublasLt} shim_fakedrv Threads::Threads
+                      ${CMAKE_DL_LIBS})
+target_link_options(shim_child_nodrv PRIVATE LINKER:--no-as-needed)
 add_executable(shim_orphan ${_shim_dir}/orphan.c)
 target_link_libraries(shim_orphan PRIVATE dh::cuda_headers ${CMAKE_DL_LIBS})
 # A library that calls a wrapped API from inside a wrapped API, and its caller.
@@ -38,7 +46,8 @@ target_link_libraries(shim_nested PRIVATE shim_fakeblas dh::cuda_headers ${DH_RE
 # Drivers: they run without the shim and start the child with it.
 foreach(t preload passthrough)
   add_executable(shim_test_${t} ${_shim_dir}/test_${t}.c ${_shim_dir}/runner.c)
-  target_include_directories(shim_test_${t} PRIVATE ${_shim_dir} ${PROJECT_SOURCE_DIR}/preload)
+  target_include_directories(shim_test_${t} PRIVATE ${_shim_dir} ${PROJECT_SOURCE_DIR}/preload
+                             ${PROJECT_SOURCE_DIR}/scheduler)
   target_link_libraries(shim_test_${t} PRIVATE dh::cuda_headers PkgConfig::CMOCKA
                         PkgConfig::JANSSON)
   add_dependencies(shim_test_${t} dhelix_shim shim_child shim_child_nodrv shim_orphan

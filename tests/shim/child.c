@@ -5,11 +5,16 @@
  * (test_preload.c, test_passthrough.c) count them in the shim's DHELIX_STATS report.
  *
  *   child calls          each wrapped entry point exactly once, results ignored (works
- *                        with no device at all: the real libraries return errors)
+ *                        with no device at all: the real libraries return errors); the
+ *                        driver and NCCL entry points through dlsym(RTLD_DEFAULT), so
+ *                        shim_child_nodrv (linked with a stand-in for libcuda and libnccl,
+ *                        see fakedrv.c) makes the same calls; exit 1 if one is not found
  *   child env            prints PYTORCH_CUDA_ALLOC_CONF as the shim left it
  *   child roundtrip T    T threads: H2D, D2D through a stream-ordered allocation, memset,
- *                        events, D2H; checks the data; then cudaDeviceSynchronize (vgpu)
- *   child gemm           cublasSgemm_v2 and cublasGemmEx on 2x3 * 3x2, checked (vgpu)
+ *                        events, D2H; checks the data; destroys its events and streams;
+ *                        then cudaDeviceSynchronize (vgpu)
+ *   child gemm           cublasSgemm_v2 and cublasGemmEx on 2x3 * 3x2, checked, then
+ *                        cublasDestroy (vgpu)
  *   child lt             cublasLtMatmul on the same, checked (vgpu)
  *   child kernel         a registered vgpu kernel through cudaLaunchKernel and
  *                        cudaLaunchKernelExC, checked (vgpu)
@@ -24,7 +29,20 @@
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
+#include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <nccl.h>
+
+/* The legacy 4-argument cuGetProcAddress (the header maps the name to cuGetProcAddress_v2)
+ * and the _ptsz variants the header declares only under per-thread compilation. */
+#undef cuGetProcAddress
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                             unsigned by, unsigned bz, unsigned shm, CUstream s, void **params,
+                             void **extra);
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
+                               void **extra);
+CUresult cuStreamSynchronize_ptsz(CUstream s);
 
 #include "vgpu.h"
 
@@ -37,41 +55,160 @@
         }                                                                               \
     } while (0)
 
-static int mode_calls(void)
+/* ---- calls: every wrapped entry point once ---- */
+
+/* The driver and NCCL are reached as PyTorch and Triton reach them: by name at run time,
+ * through dlsym (which the shim interposes), so the same code runs whether or not the
+ * program was linked against libcuda and libnccl. A name that cannot be found is an
+ * error of the run. */
+static int g_missing;
+
+static void *by_name(const char *name)
+{
+    void *p = dlsym(RTLD_DEFAULT, name);
+    if (p == NULL) {
+        fprintf(stderr, "child: calls: dlsym(RTLD_DEFAULT, \"%s\") found nothing\n", name);
+        g_missing = 1;
+    }
+    return p;
+}
+
+/* Calls name through the address dlsym gives for it, if any. */
+#define CALL_BY_NAME(name, ...)                                                          \
+    do {                                                                                 \
+        __typeof__(&name) fn_ = (__typeof__(&name))by_name(#name);                       \
+        if (fn_ != NULL)                                                                 \
+            (void)fn_(__VA_ARGS__);                                                      \
+    } while (0)
+
+static void noop_host_fn(void *arg) { (void)arg; }
+
+static void calls_runtime(void)
 {
     void *p = NULL;
-    cudaStream_t s = 0;
+    cudaStream_t s = 0, mine = NULL;
     cudaEvent_t e = NULL;
+    cudaGraph_t graph = NULL;
+    float ms = 0;
     dim3 one = {1, 1, 1};
     cudaLaunchConfig_t cfg = {0};
     cfg.gridDim = one;
     cfg.blockDim = one;
-    (void)cudaMalloc(&p, 16);
-    (void)cudaFree(p);
-    p = NULL;
-    (void)cudaMallocAsync(&p, 16, s);
-    (void)cudaFreeAsync(p, s);
-    (void)cudaMemcpy(NULL, NULL, 0, cudaMemcpyHostToHost);
+    /* Not wrapped: a stream and an event to destroy (both stay NULL without a device). */
+    (void)cudaStreamCreate(&mine);
+    (void)cudaEventCreate(&e);
+    /* CAPTURE */
+    (void)cudaLaunchKernel((const void *)calls_runtime, one, one, NULL, 0, s);
+    (void)cudaLaunchKernelExC(&cfg, (const void *)calls_runtime, NULL);
     (void)cudaMemcpyAsync(NULL, NULL, 0, cudaMemcpyHostToHost, s);
     (void)cudaMemsetAsync(NULL, 0, 0, s);
-    (void)cudaLaunchKernel((const void *)mode_calls, one, one, NULL, 0, s);
-    (void)cudaLaunchKernelExC(&cfg, (const void *)mode_calls, NULL);
-    (void)cudaStreamSynchronize(s);
-    (void)cudaDeviceSynchronize();
+    (void)cudaLaunchHostFunc(s, noop_host_fn, NULL);
     (void)cudaEventRecord(e, s);
     (void)cudaEventRecordWithFlags(e, s, 0);
-    (void)cudaEventQuery(e);
-    (void)cudaEventSynchronize(e);
     (void)cudaStreamWaitEvent(s, e, 0);
+    (void)cudaMallocAsync(&p, 16, s);
+    (void)cudaFreeAsync(p, s);
+    (void)cudaEventQuery(e);
+    /* The legacy stream cannot be captured: both calls fail, with or without a device. */
+    (void)cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    (void)cudaStreamEndCapture(s, &graph);
+    /* SYNC */
+    (void)cudaStreamSynchronize(s);
+    (void)cudaDeviceSynchronize();
+    (void)cudaEventSynchronize(e);
+    (void)cudaEventElapsedTime(&ms, e, e);
+    (void)cudaStreamQuery(s);
+    (void)cudaMemcpy(NULL, NULL, 0, cudaMemcpyHostToHost);
+    (void)cudaMemset(NULL, 0, 0);
+    (void)cudaMemcpy2DAsync(NULL, 0, NULL, 0, 0, 0, cudaMemcpyHostToHost, s);
+    /* FORWARD (cudaMalloc), then the frees and destructions */
+    p = NULL;
+    (void)cudaMalloc(&p, 16);
+    (void)cudaFree(p);
+    (void)cudaFreeHost(NULL);
+    (void)cudaEventDestroy(e);
+    (void)cudaStreamDestroy(mine);
+}
+
+/* A NULL handle: cuBLAS answers CUBLAS_STATUS_NOT_INITIALIZED and does nothing. */
+static void calls_cublas(void)
+{
     float f = 0;
+    cudaStream_t s = 0;
     (void)cublasGemmEx(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL, CUDA_R_32F, 1, NULL,
                        CUDA_R_32F, 1, &f, NULL, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F,
                        CUBLAS_GEMM_DEFAULT);
     (void)cublasSgemm_v2(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL, 1, NULL, 1, &f,
                          NULL, 1);
+    (void)cublasSetStream_v2(NULL, s);
+    (void)cublasSetWorkspace_v2(NULL, NULL, 0);
+    (void)cublasSetMathMode(NULL, CUBLAS_DEFAULT_MATH);
+    (void)cublasSetPointerMode_v2(NULL, CUBLAS_POINTER_MODE_HOST);
+    (void)cublasSetAtomicsMode(NULL, CUBLAS_ATOMICS_NOT_ALLOWED);
+    (void)cublasSgemmStridedBatched(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL, 1, 1,
+                                    NULL, 1, 1, &f, NULL, 1, 1, 1);
+    (void)cublasGemmStridedBatchedEx(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL,
+                                     CUDA_R_32F, 1, 1, NULL, CUDA_R_32F, 1, 1, &f, NULL,
+                                     CUDA_R_32F, 1, 1, 1, CUBLAS_COMPUTE_32F,
+                                     CUBLAS_GEMM_DEFAULT);
+    (void)cublasDestroy_v2(NULL);
     (void)cublasLtMatmul(NULL, NULL, &f, NULL, NULL, NULL, NULL, &f, NULL, NULL, NULL, NULL,
                          NULL, NULL, 0, s);
-    return 0;
+}
+
+/* The driver, uninitialised (cuInit is never called): every call fails at once. */
+static void calls_driver(void)
+{
+    void *pfn = NULL;
+    char h[1] = {0};
+    CUdriverProcAddressQueryResult found;
+    CUlaunchConfig cfg = {0};
+    CALL_BY_NAME(cuLaunchKernel, NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    CALL_BY_NAME(cuLaunchKernel_ptsz, NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    CALL_BY_NAME(cuLaunchKernelEx, &cfg, NULL, NULL, NULL);
+    CALL_BY_NAME(cuLaunchKernelEx_ptsz, &cfg, NULL, NULL, NULL);
+    CALL_BY_NAME(cuGetProcAddress_v2, "cuStreamQuery", &pfn, 13000, CU_GET_PROC_ADDRESS_DEFAULT,
+                 &found);
+    CALL_BY_NAME(cuGetProcAddress, "cuStreamQuery", &pfn, 13000, CU_GET_PROC_ADDRESS_DEFAULT);
+    CALL_BY_NAME(cuStreamSynchronize, NULL);
+    CALL_BY_NAME(cuStreamSynchronize_ptsz, NULL);
+    CALL_BY_NAME(cuStreamQuery, NULL);
+    CALL_BY_NAME(cuCtxSynchronize);
+    CALL_BY_NAME(cuEventSynchronize, NULL);
+    CALL_BY_NAME(cuMemcpyHtoD_v2, 0, h, 0);
+    CALL_BY_NAME(cuMemcpyDtoH_v2, h, 0, 0);
+    CALL_BY_NAME(cuMemcpyAsync, 0, 0, 0, NULL);
+    CALL_BY_NAME(cuMemcpyHtoDAsync_v2, 0, h, 0, NULL);
+    CALL_BY_NAME(cuMemcpyDtoHAsync_v2, h, 0, 0, NULL);
+    CALL_BY_NAME(cuMemsetD8Async, 0, 0, 0, NULL);
+    CALL_BY_NAME(cuMemFree_v2, 0);
+}
+
+/* A NULL communicator: NCCL answers ncclInvalidArgument and does nothing. */
+static void calls_nccl(void)
+{
+    float f = 0;
+    cudaStream_t s = 0;
+    CALL_BY_NAME(ncclAllReduce, &f, &f, 0, ncclFloat, ncclSum, NULL, s);
+    CALL_BY_NAME(ncclAllGather, &f, &f, 0, ncclFloat, NULL, s);
+    CALL_BY_NAME(ncclReduceScatter, &f, &f, 0, ncclFloat, ncclSum, NULL, s);
+    CALL_BY_NAME(ncclBroadcast, &f, &f, 0, ncclFloat, 0, NULL, s);
+    CALL_BY_NAME(ncclReduce, &f, &f, 0, ncclFloat, ncclSum, 0, NULL, s);
+    CALL_BY_NAME(ncclAlltoAll, &f, &f, 0, ncclFloat, NULL, s);
+    CALL_BY_NAME(ncclSend, &f, 0, ncclFloat, 0, NULL, s);
+    CALL_BY_NAME(ncclRecv, &f, 0, ncclFloat, 0, NULL, s);
+}
+
+/* Each wrapped entry point exactly once; results are ignored. The runtime and cuBLAS are
+ * called directly (through the program's versioned references), the driver and NCCL by
+ * name. */
+static int mode_calls(void)
+{
+    calls_runtime();
+    calls_cublas();
+    calls_driver();
+    calls_nccl();
+    return g_missing;
 }
 
 static int mode_env(void)
@@ -178,8 +315,8 @@ static int gemm_setup(gemm_bufs_t *g)
     return 0;
 }
 
-/* 1 cudaMemcpy; then zeroes C with cudaMemset, which the shim does not wrap, so that
- * the next GEMM has to write every element again. */
+/* 1 cudaMemcpy and 1 cudaMemset: C is zeroed so that the next GEMM has to write every
+ * element again. */
 static int gemm_check(const gemm_bufs_t *g, const char *what)
 {
     float c[4];

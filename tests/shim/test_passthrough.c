@@ -1,9 +1,12 @@
 /*
  * shim.passthrough: the shim in front of the vgpu, under a program linked against the
  * real CUDA libraries: LD_PRELOAD=libdhelix_shim.so:<vgpu libraries>. The program moves
- * data through every wrapped copy, allocation, event and stream call from several
- * threads, runs GEMMs through cuBLAS and cuBLASLt and kernels through both launch calls,
- * and checks every result; the shim's JSON report must count exactly the calls it made.
+ * data through copies, stream-ordered and plain allocations, memsets, events and streams
+ * (created and destroyed) from several threads, runs GEMMs through cuBLAS and cuBLASLt
+ * and kernels through both launch calls, and checks every result; the shim's JSON report
+ * must count exactly the calls it made (each table below is derived from child.c, and
+ * every other wrapped entry point must count zero: the libraries' own calls of wrapped
+ * APIs are nested, not the program's).
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -32,7 +35,8 @@ typedef struct expect {
 
 #define THREADS 4
 
-/* What child.c's roundtrip_one does once per thread, plus one cudaDeviceSynchronize. */
+/* What child.c's roundtrip_one does once per thread, plus one cudaDeviceSynchronize.
+ * (cudaStreamCreate and cudaEventCreate are not wrapped.) */
 static const expect_t roundtrip[] = {
     {"cudaMalloc", 2 * THREADS},        {"cudaFree", 2 * THREADS},
     {"cudaMallocAsync", THREADS},       {"cudaFreeAsync", THREADS},
@@ -40,17 +44,24 @@ static const expect_t roundtrip[] = {
     {"cudaMemsetAsync", THREADS},       {"cudaEventRecord", THREADS},
     {"cudaEventRecordWithFlags", THREADS}, {"cudaEventSynchronize", THREADS},
     {"cudaEventQuery", THREADS},        {"cudaStreamWaitEvent", THREADS},
-    {"cudaStreamSynchronize", 2 * THREADS}, {"cudaDeviceSynchronize", 1},
+    {"cudaStreamSynchronize", 2 * THREADS}, {"cudaEventDestroy", 2 * THREADS},
+    {"cudaStreamDestroy", 2 * THREADS}, {"cudaDeviceSynchronize", 1},
     {NULL, 0},
 };
 
+/* mode_gemm: gemm_setup (3 cudaMalloc, 2 cudaMemcpy), two GEMMs each followed by
+ * gemm_check (1 cudaMemcpy, 1 cudaMemset), cublasDestroy (the header maps it to
+ * cublasDestroy_v2), gemm_teardown (3 cudaFree). cublasCreate is not wrapped. */
 static const expect_t gemm[] = {
-    {"cudaMalloc", 3}, {"cudaMemcpy", 4}, {"cudaFree", 3},
-    {"cublasSgemm_v2", 1}, {"cublasGemmEx", 1}, {NULL, 0},
+    {"cudaMalloc", 3}, {"cudaMemcpy", 2 + 2}, {"cudaMemset", 2}, {"cudaFree", 3},
+    {"cublasSgemm_v2", 1}, {"cublasGemmEx", 1}, {"cublasDestroy_v2", 1}, {NULL, 0},
 };
 
+/* mode_lt: gemm_setup, one matmul, one gemm_check, gemm_teardown; the cuBLASLt handle,
+ * descriptor and layout calls are not wrapped. */
 static const expect_t lt[] = {
-    {"cudaMalloc", 3}, {"cudaMemcpy", 3}, {"cudaFree", 3}, {"cublasLtMatmul", 1}, {NULL, 0},
+    {"cudaMalloc", 3}, {"cudaMemcpy", 2 + 1}, {"cudaMemset", 1}, {"cudaFree", 3},
+    {"cublasLtMatmul", 1}, {NULL, 0},
 };
 
 static const expect_t kernel[] = {

@@ -1,0 +1,33 @@
+# workloads.*: one CTest entry per scenario of wl_check (test/wl_check.c says what each
+# judges). All run on the vgpu with VGPU_HAZARD=abort: a race ends the run (status 86).
+set(_wl_env VGPU_HAZARD=abort VGPU_COMM_TIMEOUT=30)
+
+function(wl_test name scenario timeout)
+  dh_add_test(NAME workloads.${name}
+    COMMAND $<TARGET_FILE:wl_check> ${scenario} ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:workload>
+    ENV ${_wl_env} ${ARGN} LABELS workloads VGPU TIMEOUT ${timeout})
+endfunction()
+
+# Real math, tiny shapes.
+wl_test(loss.gpt loss-gpt 60)
+wl_test(loss.llama loss-llama 60)
+wl_test(gradcheck.gpt gradcheck-gpt 60)
+wl_test(gradcheck.llama gradcheck-llama 60)
+wl_test(gradcheck.moe gradcheck-moe 60)
+wl_test(repeat repeat 60)
+# Multi-rank runs (2-8 ranks) against the one-rank run.
+wl_test(tp tp 60)
+wl_test(tp_nosp tp-nosp 60)
+wl_test(pp pp 60)
+wl_test(pp_tp pp-tp 60)
+wl_test(cp cp 60)
+wl_test(dp dp 60)
+wl_test(ep ep 60)
+wl_test(mixed mixed 90)
+wl_test(split_current split-current 90)
+
+# The paper's configurations, timing-only with representative ranks.
+foreach(p llama-8b-a40 llama-25b-a40 llama-39b-a40 gpt-6.7b-a40 gpt-18b-a40 gpt-30b-a40
+          llama-66b-16k-a800 llama-66b-32k-a800)
+  wl_test(preset.${p} preset:${p} 120)
+endforeach()
