@@ -58,16 +58,16 @@ static int virtual_rank(const wl_cfg_t *c, int proc)
     return c->tp * (cp + c->cp * (ep + c->dp * pp));
 }
 
-/* The vgpu places a real communicator's members on nodes by the global rank it reads from
- * the MPI launcher's environment at initialisation. A process standing for another global
- * rank says so there before its first CUDA call, so that, e.g., pipeline stages 32 ranks
- * apart talk across nodes as they would in the full job. (No vgpu API sets it: reported.) */
+/* The vgpu places a real communicator's members on nodes by the global rank it reads at
+ * initialisation (VGPU_RANK, else the launcher's). A process standing for another global
+ * rank says so before its first CUDA call, so that, e.g., pipeline stages 32 ranks apart
+ * talk across nodes as they would in the full job. On a real GPU the variable is unused. */
 static void tell_vgpu_rank(const wl_cfg_t *c, int grank)
 {
     if (!c->represent) return;
     char buf[16];
     snprintf(buf, sizeof buf, "%d", grank);
-    setenv("OMPI_COMM_WORLD_RANK", buf, 1);
+    setenv("VGPU_RANK", buf, 1); /* read by the vgpu at its first call */
 }
 
 void wl_ps_init(wl_ps_t *ps, const wl_cfg_t *c)

@@ -50,9 +50,12 @@ static long env_long(const char *name, long def, long lo, long hi)
     return v;
 }
 
+/* The global rank places this process on a node. VGPU_RANK overrides the launcher's
+ * (representative-rank runs: one process stands for rank VGPU_RANK and its group). */
 static int env_rank(void)
 {
-    static const char *names[] = {"OMPI_COMM_WORLD_RANK", "RANK", "PMI_RANK", "SLURM_PROCID"};
+    static const char *names[] = {"VGPU_RANK", "OMPI_COMM_WORLD_RANK", "RANK", "PMI_RANK",
+                                  "SLURM_PROCID"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         const char *s = getenv(names[i]);
         if (s && *s) {
