@@ -257,6 +257,14 @@ static int dh__order_group(dh_batch_t *b, uint64_t g)
             continue;
         }
         dh__mark_batched(op);
+        if (op->pinned) {
+            /* Kept in program order on its framework stream and fenced on both sides, so it
+             * never runs beside the other strand's work. */
+            if (dh__push(b, NULL, 0) || dh__push(b, op, 0) || dh__push(b, NULL, 0))
+                return -1;
+            dh__s.stats.cross_strand_barriers += 2;
+            continue;
+        }
         if (dh__push(b, op, op->strand))
             return -1;
     }

@@ -85,6 +85,8 @@ struct dh_op {
     void *shim_event;             /* EVENT_RECORD: pooled event instance (scheduler) */
     int issued;                   /* set by the dispatcher once replayed (atomic) */
     size_t free_bytes;            /* FREE_ASYNC: size of the block (scheduler) */
+    int pinned;                   /* set by the capturer: never co-run with the other strand
+                                     (a collective of a communicator the policy pins) */
     size_t payload_size;
     unsigned char payload[];      /* kind-specific, owned; see op.c */
 };
