@@ -257,6 +257,10 @@ typedef struct vg_kernel {
 } vg_kernel_t;
 /* Looks up a kernel by host stub or by the CUfunction handed out for it; NULL if none. */
 VG_API const vg_kernel_t *vg_kernel_find(const void *func_or_cufunction);
+/* Launch attribute ids the CUDA 13 headers define (0-14 and 16): a launch naming any other
+ * fails with cudaErrorInvalidValue, as a real driver's does. Returns 1 when valid; on an
+ * unknown id prints one line naming it and the API. */
+VG_API int vg_launch_attr_id_valid(int id, const char *api);
 /* Builds and submits the launch of a registered kernel (shared by runtime and driver
  * launches). args follow the cudaLaunchKernel convention. */
 VG_API cudaError_t vg_launch(const void *func, dim3 grid, dim3 block, void **args,

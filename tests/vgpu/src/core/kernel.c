@@ -144,3 +144,12 @@ cudaError_t vg_launch(const void *func, dim3 grid, dim3 block, void **args, size
     /* Pointers are checked when the kernel runs (illegal address, sticky), as on a GPU. */
     return vg_submit_unchecked(s, op);
 }
+
+int vg_launch_attr_id_valid(int id, const char *api)
+{
+    if ((id >= 0 && id <= 14) || id == 16) {
+        return 1;
+    }
+    vg_msg("%s: launch attribute %d is not a CUDA launch attribute", api, id);
+    return 0;
+}

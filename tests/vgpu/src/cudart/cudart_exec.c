@@ -117,6 +117,8 @@ VG_API cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a
 VG_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const void *f, void **args)
 {
     if (!c || (c->numAttrs && !c->attrs)) RET(cudaErrorInvalidValue);
+    for (unsigned i = 0; i < c->numAttrs; i++)
+        if (!vg_launch_attr_id_valid((int)c->attrs[i].id, "cudaLaunchKernelExC")) RET(cudaErrorInvalidValue);
     RET(vg_launch(f, c->gridDim, c->blockDim, args, c->dynamicSmemBytes, c->stream, "cudaLaunchKernelExC"));
 }
 

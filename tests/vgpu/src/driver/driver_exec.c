@@ -217,6 +217,8 @@ VG_API CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsi
 VG_API CUresult cuLaunchKernelEx(const CUlaunchConfig *c, CUfunction f, void **p, void **extra)
 {
     if (!c || (c->numAttrs && !c->attrs)) return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < c->numAttrs; i++)
+        if (!vg_launch_attr_id_valid((int)c->attrs[i].id, "cuLaunchKernelEx")) return CUDA_ERROR_INVALID_VALUE;
     return launch(f, (dim3){c->gridDimX, c->gridDimY, c->gridDimZ},
                   (dim3){c->blockDimX, c->blockDimY, c->blockDimZ}, c->sharedMemBytes, c->hStream,
                   p, extra, "cuLaunchKernelEx");
