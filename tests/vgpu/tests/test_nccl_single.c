@@ -268,6 +268,7 @@ static void test_representative(void **st)
             for (int k = 0; k < 8; k++)
                 VNT_CHECK(h[(1 + k) * C + i] == h[i], "allgather block %d[%d]", k, i);
         }
+        /* Stride 8 puts one member on each node: m = 1, B = inter_gbps (nccl_cost.c). */
         int inter = stride == 8 && p->gpus_per_node < 64;
         double a = (inter ? p->inter_lat_us : p->intra_lat_us) * 1e3;
         double B = (inter ? p->inter_gbps : p->intra_gbps) * p->link_eff;

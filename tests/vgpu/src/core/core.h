@@ -32,6 +32,7 @@ typedef struct vg_stream {
     unsigned long long id;
     vg_op_t *last;      /* last op issued, reference held */
     int inflight;       /* started and not completed ops */
+    vg_op_t *records;   /* event records waiting for this stream's running op (FIFO) */
     struct vg_stream *next_all; /* device's list of streams */
 } vg_stream_t;
 

@@ -40,12 +40,14 @@ static const vgpu_profile_t vg_builtin[] = {
      VG_COMMON},
     /* NVIDIA A800 SXM4 80GB (A100 datasheet numbers; NVLink limited to 400 GB/s): 108 SMs,
      * HBM2e 2039 GB/s, FP32 19.5, TF32 156, FP16/BF16 312 dense TFLOPS, NVLink 200 GB/s
-     * per direction. Assumptions: one 200 Gb/s HDR NIC per two GPUs (12.5 GB/s per GPU),
-     * GEMMs reach 85% of peak. */
+     * per direction. Network: NVIDIA's A800 SuperPOD reference architecture, the layout of
+     * the A800 clusters of the paper's time: one 200 Gb/s HDR InfiniBand NIC per GPU
+     * (GPU:NIC = 8:8), so the node's 8 x 25 GB/s shared by its 8 GPUs is 25 GB/s per GPU.
+     * Assumption: GEMMs reach 85% of peak. */
     {.name = "a800", .sm_count = 108, .mem_bytes = 80ull << 30, .cc_major = 8, .cc_minor = 0,
      .fp32_tflops = 19.5, .tf32_tflops = 156, .fp16_tflops = 312, .bf16_tflops = 312,
      .gemm_eff_max = 0.85, .hbm_gbps = 2039, .pcie_gbps = 25, .intra_gbps = 200,
-     .intra_lat_us = 3, .inter_gbps = 12.5, .inter_lat_us = 8, .gpus_per_node = 8,
+     .intra_lat_us = 3, .inter_gbps = 25, .inter_lat_us = 8, .gpus_per_node = 8,
      VG_COMMON},
     /* NVIDIA H100 SXM5 datasheet: 132 SMs, 80 GB HBM3 at 3350 GB/s, FP32 66.9, TF32 494.7,
      * FP16/BF16 989.4 dense TFLOPS, NVLink 4 900 GB/s bidirectional (450 per direction),

@@ -332,6 +332,30 @@ static void check_hazards(vg_device_t *d, const vg_op_t *op)
 
 /* ---- running set ---- */
 
+static void complete_op(vg_device_t *d, vg_op_t *op);
+
+/* An event record is a signal that fires when the work before it on its stream is done; it
+ * does not hold its hardware queue while it waits (only waits and work do), which is what
+ * lets a collective's end-event record sit between a collective and the compute issued
+ * after it without serialising them when CUDA_DEVICE_MAX_CONNECTIONS=1. */
+static int is_record(const vg_op_t *op)
+{
+    return op->cls == VG_MARKER && op->ndeps == 0 && op->api && !strcmp(op->api, "cudaEventRecord");
+}
+
+static void fire_records(vg_device_t *d, vg_stream_t *s)
+{
+    while (s->records && !s->inflight) {
+        vg_op_t *r = s->records;
+        s->records = r->qnext;
+        r->qnext = NULL;
+        r->t_start = vg_g.now;
+        r->state = VG_ST_RUNNING;
+        s->inflight++;
+        complete_op(d, r);
+    }
+}
+
 static void complete_op(vg_device_t *d, vg_op_t *op)
 {
     op->t_end = vg_g.now;
@@ -353,10 +377,13 @@ static void complete_op(vg_device_t *d, vg_op_t *op)
     vg_stream_t *s = op->stream;
     if (s->destroyed && s->last == op) {
         /* A stream destroyed with work pending lives until that work is done. Completed ops
-         * that outlive it (an event's last record) never look at their stream again. */
+         * that outlive it (an event's last record) never look at their stream again. Nothing
+         * follows op on it, so no record is waiting. */
         s->last = NULL;
         vg__op_unref(op);
         free(s);
+    } else if (!s->inflight && s->records) {
+        fire_records(d, s); /* may free s (a destroyed stream's last record): not used after */
     }
     vg__op_unref(op); /* the queue's reference */
 }
@@ -538,6 +565,20 @@ static void dispatch(int *blocked, int *local)
             vg_device_t *d = &vg_g.dev[di];
             for (int q = 0; q < vg_g.cfg.max_connections; q++) {
                 vg_op_t *op;
+                while ((op = d->qhead[q]) && !can_start(op) && is_record(op) &&
+                       op->t_issue <= vg_g.now && op->stream->inflight) {
+                    d->qhead[q] = op->qnext;
+                    if (!d->qhead[q]) {
+                        d->qtail[q] = NULL;
+                    }
+                    op->qnext = NULL;
+                    vg_op_t **tail = &op->stream->records;
+                    while (*tail) {
+                        tail = &(*tail)->qnext;
+                    }
+                    *tail = op;
+                    progress = 1;
+                }
                 while ((op = d->qhead[q]) && can_start(op)) {
                     if (op->rdv && !op->failed && !rendezvous(op, blocked, local)) {
                         break;

@@ -175,14 +175,12 @@ static ncclResult_t comm_create(ncclComm_t *out, int nranks, int rank, uint64_t 
         return ncclSystemError;
     c->blocking = blocking;
     if (rep) {
-        int gpn = vg_profile(c->dev)->gpus_per_node;
-        gpn = gpn < 1 ? 1 : gpn;
+        /* The members the process stands for are placed as in the full job, so the link
+         * class and the NIC sharing (per_node) are those of the real communicator. */
         c->represent = 1;
-        for (int i = 0; i < nranks; i++) {
+        for (int i = 0; i < nranks; i++)
             c->granks[i] = rep->rep_base + i * rep->rep_stride;
-            if (c->granks[i] / gpn != c->granks[0] / gpn)
-                c->link = 1;
-        }
+        vgn_comm_place(c, vg_profile(c->dev)->gpus_per_node);
         c->ready = 1;
         *out = c;
         return ncclSuccess;

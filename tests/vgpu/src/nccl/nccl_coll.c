@@ -150,7 +150,8 @@ static void op_name(char *buf, size_t len, const vgn_item_t *items, int m)
 
 /* Fills the op's time, link class and bytes: collectives one after the other; the group's
  * point-to-point items progress together, each direction of this rank's link carrying its
- * own bytes: alpha + max(sent, received) / B. */
+ * own bytes: alpha + max(sent, received) / B, on the inter-node link as soon as one peer
+ * sits on another node (one item's link cannot be told apart inside the op). */
 static void op_cost(vg_op_t *op, const vgn_item_t *items, int m)
 {
     const vgpu_profile_t *p = vg_profile(items[0].comm->dev);
@@ -160,14 +161,16 @@ static void op_cost(vg_op_t *op, const vgn_item_t *items, int m)
         const vgn_item_t *it = &items[i];
         const ncclComm_t c = it->comm;
         double s = cost_bytes(it);
-        link |= c->link;
         if (it->kind == VGN_SEND || it->kind == VGN_RECV) {
+            int pl = vgn_pair_link(c, it->root, p->gpus_per_node);
             p2p = 1;
-            p2p_link |= c->link;
+            p2p_link |= pl;
+            link |= pl;
             *(it->kind == VGN_SEND ? &p2p_out : &p2p_in) += s;
             continue;
         }
-        solo += vg_nccl_cost_coll(p, it->kind, c->nranks, c->link, s);
+        link |= c->link;
+        solo += vg_nccl_cost_coll(p, it->kind, c->nranks, c->link, c->per_node, s);
         sent += vg_nccl_cost_bytes_sent(it->kind, c->nranks, c->rank, it->root, s);
     }
     if (p2p)
@@ -327,6 +330,9 @@ static ncclResult_t issue(vgn_kind_t kind, const void *sendbuff, void *recvbuff,
         return fail(r);
     if (count == 0)
         return ncclSuccess; /* nothing to move: no op and no sequence number, as in NCCL */
+    int skip;
+    if ((r = vgn_fault(kind, comm, &skip)) != ncclSuccess || skip)
+        return fail(r); /* VGPU_NCCL_FAIL (nccl_fault.c) */
     if (kind == VGN_SEND)
         it.seq = comm->send_seq[root]++;
     else if (kind == VGN_RECV)

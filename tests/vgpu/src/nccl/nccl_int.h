@@ -119,6 +119,7 @@ struct ncclComm {
     uint64_t key;           /* names the segment and the data segments */
     int rank, nranks, dev;
     int link;               /* 0: all members on one node, 1: spans nodes */
+    int per_node;           /* link 1: members on each node, the minimum (nccl_cost.c) */
     int represent;          /* representative mode: no peers, no segment */
     int ready;              /* 1 once every member joined (init complete) */
     int blocking;           /* config->blocking, 1 when unset */
@@ -210,13 +211,21 @@ void vgn_reduce(void *out, const void *const *in, int n, size_t count, ncclDataT
 ncclResult_t vgn_resolve_op(vgn_item_t *it, ncclRedOp_t op, const char *api);
 void vgn_premul_free(ncclComm_t c);
 
-/* ---- nccl_cost.c (formulas there) ---- */
+/* ---- nccl_cost.c (formulas and placement rules there) ---- */
+/* Sets c->link and c->per_node from c->granks[0..nranks) (filled by the caller) placed on
+ * nodes of gpus_per_node GPUs (values < 1 count as 1). Never fails. */
+void vgn_comm_place(ncclComm_t c, int gpus_per_node);
+/* Link class of point-to-point traffic between this rank of c and member peer: 1 when the
+ * two sit on different nodes; c->link for a peer out of range. */
+int vgn_pair_link(ncclComm_t c, int peer, int gpus_per_node);
 /* Solo time in ns of collective k over n ranks on link class link (0 intra-node, 1
- * inter-node). bytes: S (all-reduce, broadcast, reduce), S_total = n x per-rank bytes
+ * inter-node) with per_node members on each node (used for link 1 by the ring-like
+ * collectives). bytes: S (all-reduce, broadcast, reduce), S_total = n x per-rank bytes
  * (all-gather, reduce-scatter, gather, scatter) or the per-rank send size (all-to-all). */
 VG_API double vg_nccl_cost_coll(const vgpu_profile_t *p, vgn_kind_t k, int n, int link,
-                                double bytes);
-/* Solo time in ns of point-to-point traffic of `bytes` in the busier direction. */
+                                int per_node, double bytes);
+/* Solo time in ns of point-to-point traffic of `bytes` in the busier direction on link
+ * class link (one flow per GPU pair). */
 VG_API double vg_nccl_cost_p2p(const vgpu_profile_t *p, int link, double bytes);
 /* Bytes rank puts on the wire for collective k (the ring algorithm), for the counters. */
 VG_API double vg_nccl_cost_bytes_sent(vgn_kind_t k, int n, int rank, int root, double bytes);
@@ -273,6 +282,11 @@ double vgn_timeout_s(void);
 int vgn_in_group(void);
 /* Queues a communicator whose join must complete at the outermost ncclGroupEnd. */
 ncclResult_t vgn_group_defer_init(ncclComm_t c);
+
+/* ---- nccl_fault.c ---- */
+/* VGPU_NCCL_FAIL: ncclSuccess for a call that goes ahead; otherwise the result the call
+ * returns. *skip is set when the call returns success but must enqueue nothing. */
+ncclResult_t vgn_fault(vgn_kind_t kind, ncclComm_t c, int *skip);
 
 /* ---- nccl_rdv.c ---- */
 /* The callbacks of every communication op (payload: a vgn_batch_t the op owns). */

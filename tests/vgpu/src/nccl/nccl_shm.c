@@ -182,15 +182,9 @@ ncclResult_t vgn_shm_wait(ncclComm_t c)
         }
         sleep_backoff(&us);
     }
-    int gpn = vg_profile(c->dev)->gpus_per_node;
-    if (gpn < 1)
-        gpn = 1;
-    c->link = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         c->granks[i] = c->shm.members[i].grank;
-        if (c->granks[i] / gpn != c->granks[0] / gpn)
-            c->link = 1;
-    }
+    vgn_comm_place(c, vg_profile(c->dev)->gpus_per_node);
     return ncclSuccess;
 }
 
