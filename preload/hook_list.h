@@ -207,9 +207,26 @@
 
 #define DH_HOOKS_CUDA(X) DH_HOOKS_CUDA_CAPTURE(X) DH_HOOKS_CUDA_SYNC(X)
 
-/* NCCL: until the NCCL issue captures them (nccl_wrap/), every call that enqueues work
- * drains first, so a collective never overtakes the work queued before it. */
-#define DH_HOOKS_NCCL_SYNC(X)                                                               \
+/* NCCL (nccl_wrap/): the whole API of nccl.h 2.28 but the deprecated ncclResetDebugInit,
+ * which the header itself says is not part of the API. Every wrapper forwards to the
+ * library's pncclX, its profiling-interface twin (ncclX where a library has no pncclX;
+ * nccl_wrap/nccl_real.h), so a wrapper never re-enters another ncclX definition. By what
+ * a wrapper does when the mode defers:
+ *   CAPTURE  collectives and point-to-point: an operation record (nccl_wrap/nccl_op.h), or
+ *            a member of the ncclGroupStart..End batch the thread is capturing; a call the
+ *            shim cannot check (an unknown communicator, a bad argument) drains and is
+ *            forwarded, so the library answers it at once;
+ *   GROUP    a batch between the outermost ncclGroupStart and ncclGroupEnd becomes ONE op
+ *            (nesting kept); nccl_wrap/group.c;
+ *   COMM     communicator lifetime: created ones enter the registry (nccl_wrap/registry.h);
+ *            split, shrink, finalize, revoke, destroy and abort drain first (queued work
+ *            may use the communicator), abort also cancels the queued work of its
+ *            communicator; ncclCommGetAsyncError adds the errors of deferred operations;
+ *   SYNC     calls that change a communicator or memory queued work may use: drain, then
+ *            forward;
+ *   FORWARD  ids, versions, queries and allocation: forwarded at once;
+ *   STRING   the two entry points that return text (forwarded at once). */
+#define DH_HOOKS_NCCL_CAPTURE(X)                                                            \
     X(NCCL, ncclResult_t, ncclAllReduce,                                                    \
       (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,         \
        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream),                               \
@@ -226,6 +243,10 @@
       (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,         \
        int root, ncclComm_t comm, cudaStream_t stream),                                     \
       (sendbuff, recvbuff, count, datatype, root, comm, stream))                            \
+    X(NCCL, ncclResult_t, ncclBcast,                                                        \
+      (void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,        \
+       cudaStream_t stream),                                                                \
+      (buff, count, datatype, root, comm, stream))                                          \
     X(NCCL, ncclResult_t, ncclReduce,                                                       \
       (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,         \
        ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream),                     \
@@ -234,6 +255,14 @@
       (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,         \
        ncclComm_t comm, cudaStream_t stream),                                               \
       (sendbuff, recvbuff, count, datatype, comm, stream))                                  \
+    X(NCCL, ncclResult_t, ncclGather,                                                       \
+      (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,         \
+       int root, ncclComm_t comm, cudaStream_t stream),                                     \
+      (sendbuff, recvbuff, count, datatype, root, comm, stream))                            \
+    X(NCCL, ncclResult_t, ncclScatter,                                                      \
+      (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,         \
+       int root, ncclComm_t comm, cudaStream_t stream),                                     \
+      (sendbuff, recvbuff, count, datatype, root, comm, stream))                            \
     X(NCCL, ncclResult_t, ncclSend,                                                         \
       (const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,               \
        ncclComm_t comm, cudaStream_t stream),                                               \
@@ -243,7 +272,77 @@
        cudaStream_t stream),                                                                \
       (recvbuff, count, datatype, peer, comm, stream))
 
+#define DH_HOOKS_NCCL_GROUP(X)                                                              \
+    X(NCCL, ncclResult_t, ncclGroupStart, (void), ())                                       \
+    X(NCCL, ncclResult_t, ncclGroupEnd, (void), ())                                         \
+    X(NCCL, ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t *simInfo), (simInfo))
+
+#define DH_HOOKS_NCCL_COMM(X)                                                               \
+    X(NCCL, ncclResult_t, ncclCommInitRank,                                                 \
+      (ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank),                        \
+      (comm, nranks, commId, rank))                                                         \
+    X(NCCL, ncclResult_t, ncclCommInitRankConfig,                                           \
+      (ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config),  \
+      (comm, nranks, commId, rank, config))                                                 \
+    X(NCCL, ncclResult_t, ncclCommInitRankScalable,                                         \
+      (ncclComm_t *newcomm, int nranks, int myrank, int nId, ncclUniqueId *commIds,         \
+       ncclConfig_t *config),                                                               \
+      (newcomm, nranks, myrank, nId, commIds, config))                                      \
+    X(NCCL, ncclResult_t, ncclCommInitAll, (ncclComm_t *comm, int ndev, const int *devlist), \
+      (comm, ndev, devlist))                                                                \
+    X(NCCL, ncclResult_t, ncclCommSplit,                                                    \
+      (ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config),     \
+      (comm, color, key, newcomm, config))                                                  \
+    X(NCCL, ncclResult_t, ncclCommShrink,                                                   \
+      (ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,  \
+       ncclConfig_t *config, int shrinkFlags),                                              \
+      (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags))            \
+    X(NCCL, ncclResult_t, ncclCommFinalize, (ncclComm_t comm), (comm))                      \
+    X(NCCL, ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags),               \
+      (comm, revokeFlags))                                                                  \
+    X(NCCL, ncclResult_t, ncclCommDestroy, (ncclComm_t comm), (comm))                       \
+    X(NCCL, ncclResult_t, ncclCommAbort, (ncclComm_t comm), (comm))                         \
+    X(NCCL, ncclResult_t, ncclCommGetAsyncError,                                            \
+      (ncclComm_t comm, ncclResult_t *asyncError), (comm, asyncError))
+
+#define DH_HOOKS_NCCL_SYNC(X)                                                               \
+    X(NCCL, ncclResult_t, ncclRedOpCreatePreMulSum,                                         \
+      (ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,                              \
+       ncclScalarResidence_t residence, ncclComm_t comm),                                   \
+      (op, scalar, datatype, residence, comm))                                              \
+    X(NCCL, ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm), (op, comm))  \
+    X(NCCL, ncclResult_t, ncclCommRegister,                                                 \
+      (const ncclComm_t comm, void *buff, size_t size, void **handle),                      \
+      (comm, buff, size, handle))                                                           \
+    X(NCCL, ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void *handle),        \
+      (comm, handle))                                                                       \
+    X(NCCL, ncclResult_t, ncclCommWindowRegister,                                           \
+      (ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags),          \
+      (comm, buff, size, win, winFlags))                                                    \
+    X(NCCL, ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win),    \
+      (comm, win))                                                                          \
+    X(NCCL, ncclResult_t, ncclMemFree, (void *ptr), (ptr))
+
+#define DH_HOOKS_NCCL_FORWARD(X)                                                            \
+    X(NCCL, ncclResult_t, ncclGetVersion, (int *version), (version))                        \
+    X(NCCL, ncclResult_t, ncclGetUniqueId, (ncclUniqueId *uniqueId), (uniqueId))            \
+    X(NCCL, ncclResult_t, ncclCommCount, (const ncclComm_t comm, int *count), (comm, count)) \
+    X(NCCL, ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int *device),           \
+      (comm, device))                                                                       \
+    X(NCCL, ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int *rank),             \
+      (comm, rank))                                                                         \
+    X(NCCL, ncclResult_t, ncclMemAlloc, (void **ptr, size_t size), (ptr, size))
+
+#define DH_HOOKS_NCCL_STRING(X)                                                             \
+    X(NCCL, const char *, ncclGetErrorString, (ncclResult_t result), (result))              \
+    X(NCCL, const char *, ncclGetLastError, (ncclComm_t comm), (comm))
+
+/* The entry points that return ncclResult_t, and all of them. */
+#define DH_HOOKS_NCCL_RESULT(X) DH_HOOKS_NCCL_CAPTURE(X) DH_HOOKS_NCCL_GROUP(X) \
+    DH_HOOKS_NCCL_COMM(X) DH_HOOKS_NCCL_SYNC(X) DH_HOOKS_NCCL_FORWARD(X)
+#define DH_HOOKS_NCCL(X) DH_HOOKS_NCCL_RESULT(X) DH_HOOKS_NCCL_STRING(X)
+
 #define DH_HOOKS_ALL(X) DH_HOOKS_CUDART(X) DH_HOOKS_CUBLAS(X) DH_HOOKS_CUBLASLT(X) \
-    DH_HOOKS_CUDA(X) DH_HOOKS_NCCL_SYNC(X)
+    DH_HOOKS_CUDA(X) DH_HOOKS_NCCL(X)
 
 #endif

@@ -5,11 +5,13 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/log.h"
 #include "hooks.h"
+#include "registry.h"
 #include "scheduler.h"
 
 static const dh_col_t dh__stats_cols[] = {
@@ -90,6 +92,89 @@ static dh_status_t dh__stats_rows(dh_table_t *t)
     return DH_OK;
 }
 
+/* ---- NCCL: one row per communicator (nccl_wrap/registry.h) ---- */
+
+static const dh_col_t dh__nccl_cols[] = {
+    {"comm", "COMM", DH_CELL_NUM},         {"name", "NAME", DH_CELL_STR},
+    {"origin", "ORIGIN", DH_CELL_STR},     {"role", "ROLE", DH_CELL_STR},
+    {"nranks", "RANKS", DH_CELL_NUM},      {"rank", "RANK", DH_CELL_NUM},
+    {"device", "DEV", DH_CELL_NUM},        {"policy", "POLICY", DH_CELL_STR},
+    {"state", "STATE", DH_CELL_STR},       {"ops", "OPS", DH_CELL_NUM},
+    {"bytes", "BYTES", DH_CELL_NUM},       {"deferred", "DEFERRED", DH_CELL_NUM},
+    {"interleaved", "INTERLEAVED", DH_CELL_NUM}, {"pinned", "PINNED", DH_CELL_NUM},
+    {"errors", "ERRORS", DH_CELL_NUM},
+};
+
+/* The communicators' table in fmt into out; nothing when the process made none. ops and
+ * bytes: the program's collective and point-to-point calls and their count x element size
+ * (counted when the mode defers or DHELIX_STATS is on); deferred: those the dispatcher
+ * replayed; interleaved / pinned: of those, the ones two-strand execution could pair with
+ * the other strand / kept apart from it; errors: replays that failed or were cancelled. */
+static dh_status_t dh__nccl_render(dh_fmt_t fmt, dh_strbuf_t *out)
+{
+    dh_nccl_comm_stats_t *s;
+    size_t n = dh_nccl_reg_stats(&s);
+    if (n == 0)
+        return DH_OK;
+    dh_table_t *t;
+    dh_status_t st = dh_table_new(&t, "dhelix_nccl", dh__nccl_cols,
+                                  (int)(sizeof(dh__nccl_cols) / sizeof(dh__nccl_cols[0])));
+    for (size_t i = 0; i < n && st == DH_OK; i++) {
+        char num[9][24];
+        uint64_t v[9] = {s[i].order, (uint64_t)s[i].nranks, (uint64_t)s[i].rank,
+                         (uint64_t)s[i].device, s[i].ops, s[i].bytes, s[i].deferred,
+                         s[i].interleaved, s[i].pinned};
+        for (int k = 0; k < 9; k++)
+            snprintf(num[k], sizeof num[k], "%" PRIu64, v[k]);
+        char err[24];
+        snprintf(err, sizeof err, "%" PRIu64, s[i].errors);
+        const char *cells[] = {num[0], s[i].name, s[i].origin, s[i].role, num[1], num[2],
+                               num[3], s[i].enabled ? "interleaved" : "pinned",
+                               s[i].live ? "live" : "gone", num[4], num[5], num[6], num[7],
+                               num[8], err};
+        st = dh_table_row(t, cells);
+    }
+    if (st == DH_OK)
+        st = dh_table_render(t, fmt, out);
+    dh_table_free(t);
+    free(s);
+    return st;
+}
+
+/* Adds the communicators to a rendered report: in JSON as the member "nccl" of the one
+ * object (its own table object), in text as a second table after the first. */
+static dh_status_t dh__nccl_append(dh_fmt_t fmt, dh_strbuf_t *out)
+{
+    dh_strbuf_t nccl = DH_STRBUF_INIT;
+    dh_status_t st = dh__nccl_render(fmt, &nccl);
+    if (st != DH_OK || nccl.len == 0) {
+        dh_strbuf_free(&nccl);
+        return st;
+    }
+    if (fmt == DH_FMT_JSON) {
+        /* The report's object ends with "}" and a newline: reopen it for one more member. */
+        size_t end = out->len;
+        while (end > 0 && out->data[end - 1] == '\n')
+            end--;
+        if (end == 0 || out->data[end - 1] != '}') {
+            dh_strbuf_free(&nccl);
+            return DH_ERR_INTERNAL;
+        }
+        out->len = end - 1;
+        out->data[out->len] = '\0';
+        while (nccl.len > 0 && nccl.data[nccl.len - 1] == '\n')
+            nccl.data[--nccl.len] = '\0';
+        dh_strbuf_puts(out, ",\"nccl\":");
+        dh_strbuf_append(out, nccl.data, nccl.len);
+        dh_strbuf_puts(out, "}\n");
+    } else {
+        dh_strbuf_puts(out, "\n");
+        dh_strbuf_append(out, nccl.data, nccl.len);
+    }
+    dh_strbuf_free(&nccl);
+    return dh_strbuf_status(out);
+}
+
 dh_status_t dh_stats_render(const dh_config_t *cfg, dh_fmt_t fmt, dh_strbuf_t *out)
 {
     dh_table_t *t;
@@ -98,7 +183,8 @@ dh_status_t dh_stats_render(const dh_config_t *cfg, dh_fmt_t fmt, dh_strbuf_t *o
                           (int)(sizeof(dh__stats_cols) / sizeof(dh__stats_cols[0]))));
     DH_CHECK_GOTO(dh__stats_meta(t, cfg), st, out);
     DH_CHECK_GOTO(dh__stats_rows(t), st, out);
-    st = dh_table_render(t, fmt, out);
+    DH_CHECK_GOTO(dh_table_render(t, fmt, out), st, out);
+    st = dh__nccl_append(fmt, out);
 out:
     dh_table_free(t);
     return st;

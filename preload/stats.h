@@ -16,6 +16,10 @@
  * a call with no real definition to forward to is in neither. The JSON form is
  *   {"table":"dhelix_stats","meta":{...},"rows":[{"api":"cudaMalloc","lib":"cudart",
  *    "calls":3,"nested":0},...]}
+ * and, when the process made NCCL communicators, one row per communicator (its role, its
+ * policy, operations, bytes, how many the dispatcher replayed, interleaved or pinned,
+ * errors): in JSON as the member "nccl" of the same object ({"table":"dhelix_nccl",...}),
+ * in text as a second table after the first.
  * Errors: DH_ERR_NOMEM. Thread-safe; counts are a relaxed snapshot. */
 dh_status_t dh_stats_render(const dh_config_t *cfg, dh_fmt_t fmt, dh_strbuf_t *out);
 

@@ -9,6 +9,7 @@
 
 #include "breaks.h"
 #include "common/log.h"
+#include "nccl_op.h"
 #include "op_internal.h"
 
 _Atomic unsigned dh__op_break;
@@ -288,6 +289,9 @@ int dh_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx)
     case DH_OP_HOST_FUNC:
     case DH_OP_FREE_ASYNC:
         return dh__replay_small(op, ctx);
+    case DH_OP_NCCL:
+    case DH_OP_NCCL_GROUP:
+        return dh_nccl_op_replay(op, ctx);
     default:
         DH_ERROR(SCHED, "replay of an op of unknown kind %d", (int)op->kind);
         return cudaErrorInvalidValue;

@@ -33,7 +33,8 @@
 
 /* X(id, class): every kind of captured operation.
  * class: STREAM (work on a stream, may be deferred), EVENT (record/wait bookkeeping),
- * ALLOC (stream-ordered memory). */
+ * ALLOC (stream-ordered memory). NCCL (one collective or point-to-point call) and
+ * NCCL_GROUP (an ncclGroupStart..End batch) are made and replayed by nccl_wrap/nccl_op.h. */
 #define DH_OP_KINDS(X)              \
     X(KERNEL, STREAM)               \
     X(CU_KERNEL, STREAM)            \
@@ -42,6 +43,8 @@
     X(HOST_FUNC, STREAM)            \
     X(GEMM, STREAM)                 \
     X(LT_MATMUL, STREAM)            \
+    X(NCCL, STREAM)                 \
+    X(NCCL_GROUP, STREAM)           \
     X(EVENT_RECORD, EVENT)          \
     X(EVENT_WAIT, EVENT)            \
     X(FREE_ASYNC, ALLOC)

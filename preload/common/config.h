@@ -116,12 +116,29 @@ typedef enum dh_cfg_kind {
       "Where `DHELIX_STATS` output goes; a file is appended to.")                           \
     X(SEED, seed, INT, "0", NULL, 0, 4294967295LL,                                          \
       "Seed of stress mode's random choice among legal reorderings; one seed, one order.")  \
-    X(GROUPS, groups, STR, "all", "all or a comma list of group names", 0, 0,               \
-      "Communicator groups whose collectives may run under the other strand's compute; "    \
-      "not checked yet" DH__SOON ".")                                                       \
-    X(LAYOUT, layout, STR, "", "empty (infer) or a list such as dp=16,tp=4,pp=1", 0, 0,     \
-      "Parallel layout of the job, used to tell communicators apart when "                  \
-      "`ncclConfig_t.commName` is empty; not checked yet" DH__SOON ".")                     \
+    X(GROUPS, groups, STR, "all",                                                           \
+      "comma list of terms: all, none, a role (tp, cp, dp, pp, ep, or joined: cp+dp), "     \
+      "size=N (also <, <=, >, >=), a commName glob (TENSOR_MODEL_PARALLEL*); ! pins", 0, 0, \
+      "Which NCCL communicators' operations may be interleaved with the other strand's "    \
+      "work; the others are pinned (kept in program order, never beside the other "         \
+      "strand). Terms are read left to right and the last one that matches a "              \
+      "communicator decides: a plain term interleaves it, a term starting with `!` pins "   \
+      "it; one no term matches is pinned, unless the first term starts with `!` (then the " \
+      "list refines all). A role matches a communicator whose members differ in exactly "   \
+      "those dimensions (see `DHELIX_LAYOUT`); `role:` and `name:` prefixes force the "     \
+      "reading. Examples: `tp,cp`, `all,!dp`, `!TENSOR_MODEL_PARALLEL*`, `size<=8`. "       \
+      "`dh_group_set_enabled(comm, on)` overrides it per communicator at run time. Every "  \
+      "decision is logged at info level (subsystem nccl); a value that does not parse "     \
+      "means all, with a warning.")                                                         \
+    X(LAYOUT, layout, STR, "", "empty, or sizes such as tp=8,cp=1,pp=2,dp=4 (ep=N too)",    \
+      0, 0,                                                                                 \
+      "Parallel layout of the job in Megatron's rank order (tensor-parallel rank fastest, " \
+      "then context, data, pipeline; expert groups carved from the context x data index), " \
+      "which tells each communicator's role from its members' global ranks (learned by "    \
+      "one all-gather over it when it is created) or from its size and this process's "     \
+      "rank in it; without it, roles come from `ncclConfig_t.commName` (Megatron's group "  \
+      "names). dp may be left out when the launcher gives the world size. A value that "    \
+      "does not parse or does not match the world size is ignored, with a warning.")        \
     X(MAX_QUEUED_OPS, max_queued_ops, INT, "4096", NULL, 16, 1048576,                       \
       "Most operations held in the strand queues; past it the dispatcher issues without "   \
       "pairing.")                                                                           \

@@ -43,6 +43,9 @@ CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz
 CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
                                void **extra);
 CUresult cuStreamSynchronize_ptsz(CUstream s);
+/* nccl.h declares these without a prototype. */
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
 
 #include "vgpu.h"
 
@@ -184,19 +187,67 @@ static void calls_driver(void)
     CALL_BY_NAME(cuMemFree_v2, 0);
 }
 
-/* A NULL communicator: NCCL answers ncclInvalidArgument and does nothing. */
+/* A NULL communicator: NCCL answers ncclInvalidArgument and does nothing. Every entry point
+ * of nccl.h the shim wraps, once; the group is opened and closed in that order. */
 static void calls_nccl(void)
 {
     float f = 0;
+    int i = 0;
     cudaStream_t s = 0;
+    void *p = NULL;
+    ncclComm_t c = NULL;
+    ncclUniqueId id;
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
+    ncclRedOp_t op = ncclSum;
+    ncclResult_t err = ncclSuccess;
+    ncclWindow_t win = NULL;
+    memset(&id, 0, sizeof(id));
+    /* CAPTURE */
     CALL_BY_NAME(ncclAllReduce, &f, &f, 0, ncclFloat, ncclSum, NULL, s);
     CALL_BY_NAME(ncclAllGather, &f, &f, 0, ncclFloat, NULL, s);
     CALL_BY_NAME(ncclReduceScatter, &f, &f, 0, ncclFloat, ncclSum, NULL, s);
     CALL_BY_NAME(ncclBroadcast, &f, &f, 0, ncclFloat, 0, NULL, s);
+    CALL_BY_NAME(ncclBcast, &f, 0, ncclFloat, 0, NULL, s);
     CALL_BY_NAME(ncclReduce, &f, &f, 0, ncclFloat, ncclSum, 0, NULL, s);
     CALL_BY_NAME(ncclAlltoAll, &f, &f, 0, ncclFloat, NULL, s);
+    CALL_BY_NAME(ncclGather, &f, &f, 0, ncclFloat, 0, NULL, s);
+    CALL_BY_NAME(ncclScatter, &f, &f, 0, ncclFloat, 0, NULL, s);
     CALL_BY_NAME(ncclSend, &f, 0, ncclFloat, 0, NULL, s);
     CALL_BY_NAME(ncclRecv, &f, 0, ncclFloat, 0, NULL, s);
+    /* GROUP */
+    CALL_BY_NAME(ncclGroupStart);
+    CALL_BY_NAME(ncclGroupEnd);
+    CALL_BY_NAME(ncclGroupSimulateEnd, &sim);
+    /* COMM: no valid unique id, no communicator */
+    CALL_BY_NAME(ncclCommInitRank, &c, 0, id, 0);
+    CALL_BY_NAME(ncclCommInitRankConfig, &c, 0, id, 0, &cfg);
+    CALL_BY_NAME(ncclCommInitRankScalable, &c, 0, 0, 0, NULL, &cfg);
+    CALL_BY_NAME(ncclCommInitAll, NULL, 0, NULL);
+    CALL_BY_NAME(ncclCommSplit, NULL, 0, 0, &c, NULL);
+    CALL_BY_NAME(ncclCommShrink, NULL, NULL, 0, &c, NULL, 0);
+    CALL_BY_NAME(ncclCommFinalize, NULL);
+    CALL_BY_NAME(ncclCommRevoke, NULL, 0);
+    CALL_BY_NAME(ncclCommDestroy, NULL);
+    CALL_BY_NAME(ncclCommAbort, NULL);
+    CALL_BY_NAME(ncclCommGetAsyncError, NULL, &err);
+    /* SYNC */
+    CALL_BY_NAME(ncclRedOpCreatePreMulSum, &op, &f, ncclFloat, ncclScalarHostImmediate, NULL);
+    CALL_BY_NAME(ncclRedOpDestroy, op, NULL);
+    CALL_BY_NAME(ncclCommRegister, NULL, &f, sizeof(f), &p);
+    CALL_BY_NAME(ncclCommDeregister, NULL, p);
+    CALL_BY_NAME(ncclCommWindowRegister, NULL, &f, sizeof(f), &win, 0);
+    CALL_BY_NAME(ncclCommWindowDeregister, NULL, win);
+    CALL_BY_NAME(ncclMemFree, NULL);
+    /* FORWARD and STRING */
+    CALL_BY_NAME(ncclGetVersion, &i);
+    CALL_BY_NAME(ncclGetUniqueId, NULL);
+    CALL_BY_NAME(ncclCommCount, NULL, &i);
+    CALL_BY_NAME(ncclCommCuDevice, NULL, &i);
+    CALL_BY_NAME(ncclCommUserRank, NULL, &i);
+    CALL_BY_NAME(ncclMemAlloc, NULL, 0);
+    CALL_BY_NAME(ncclGetErrorString, ncclSuccess);
+    CALL_BY_NAME(ncclGetLastError, NULL);
 }
 
 /* Each wrapped entry point exactly once; results are ignored. The runtime and cuBLAS are

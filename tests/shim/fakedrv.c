@@ -4,7 +4,8 @@
  * defines every driver and NCCL entry point the shim wraps (generated from hook_list.h, so
  * a new entry point is defined here as soon as it is wrapped) and each answers what the
  * real library answers without a device: CUDA_ERROR_STUB_LIBRARY, as the toolkit's stub
- * libcuda does, and ncclInvalidArgument, as NCCL does for a NULL communicator. Linked into
+ * libcuda does, and ncclInvalidArgument, as NCCL does for a NULL communicator (the two
+ * entry points that return text answer "fake NCCL"). Linked into
  * shim_child_nodrv, it gives the shim's driver and NCCL wrappers a next definition to
  * forward to, so that a call through them is counted (a wrapper with none is not) and
  * test_preload.c's "every wrapped entry point once" covers these libraries too.
@@ -33,7 +34,16 @@ CUresult cuStreamSynchronize_ptsz(CUstream s);
 DH_HOOKS_CUDA(FAKE_CUDA)
 #undef FAKE_CUDA
 
+/* nccl.h declares these without a prototype. */
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
+
 #define FAKE_NCCL(lib, ret, name, params, args) \
     __attribute__((visibility("default"))) ret name params { return ncclInvalidArgument; }
-DH_HOOKS_NCCL_SYNC(FAKE_NCCL)
+DH_HOOKS_NCCL_RESULT(FAKE_NCCL)
 #undef FAKE_NCCL
+
+#define FAKE_NCCL_STRING(lib, ret, name, params, args) \
+    __attribute__((visibility("default"))) ret name params { return "fake NCCL"; }
+DH_HOOKS_NCCL_STRING(FAKE_NCCL_STRING)
+#undef FAKE_NCCL_STRING

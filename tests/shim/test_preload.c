@@ -201,6 +201,10 @@ static void test_exports_are_exactly_the_wrapped_api(void **state)
             l += len + (l[len] == '\n'); /* interposed to hand out the driver wrappers */
             continue;
         }
+        if (i < 0 && len == 20 && !strncmp(l, "dh_group_set_enabled", 20)) {
+            l += len + (l[len] == '\n'); /* the shim's own C interface (dhelix_nccl.h) */
+            continue;
+        }
         if (i < 0)
             fail_msg("libdhelix_shim.so exports %.*s, which is not a wrapped entry point",
                      (int)len, l);

@@ -1,0 +1,29 @@
+/*
+ * chain.h: deferred NCCL operations keep their program order among themselves.
+ *
+ * NCCL requires every rank to issue the operations of different communicators in the same
+ * order: a GPU that runs them through a shared hardware queue (CUDA_DEVICE_MAX_CONNECTIONS=1,
+ * as Megatron sets) deadlocks when rank 0 issues A then B and rank 1 issues B then A. The
+ * dispatcher may reorder work of different framework streams (stress mode does so at
+ * random), so the shim ties each deferred NCCL op to the previous one of its device when
+ * they are on different streams: after every NCCL op it records a shim-owned event on that
+ * op's stream, and an NCCL op on another stream first waits for the latest such record. The
+ * dispatcher never issues a wait before its record (scheduler/dispatch.c), so NCCL ops are
+ * issued in program order on every rank; on the device the wait also orders them, which
+ * NCCL does within a communicator anyway. Ops on one stream need nothing: the dispatcher
+ * keeps each stream's program order.
+ *
+ * Thread-safety: dh_nccl_submit may be called from any thread; a process-wide lock (a leaf
+ * but for the scheduler's, taken inside it) keeps the wait, the op and the record together
+ * in program order.
+ */
+#ifndef DH_NCCL_CHAIN_H
+#define DH_NCCL_CHAIN_H
+
+#include "op.h"
+
+/* Submits an NCCL op (DH_OP_NCCL or DH_OP_NCCL_GROUP) to the scheduler, with the chaining
+ * above. Takes ownership of op. */
+void dh_nccl_submit(dh_op_t *op);
+
+#endif

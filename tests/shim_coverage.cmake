@@ -1,0 +1,62 @@
+# The shim's proof of exactness (issue 3, "What must be shown"): the coverage program
+# (tests/shim/coverage.c), run without the shim, in passthrough, in stress with many seeds
+# and in two-strand execution, every output bit-identical and no hazard; the test-only
+# breaks, each of which must make one of those runs fail; a smoke run of the overhead
+# benchmark. Labels: shim (+ asan) for the full runs, shim-tsan/tsan for a shorter variant.
+set(_cov_dir ${CMAKE_CURRENT_SOURCE_DIR}/shim)
+
+# The program: linked against the real libraries (by name, as a user's binary is), run on
+# the vgpu, with the shim preloaded or not.
+add_executable(shim_coverage ${_cov_dir}/coverage.c ${_cov_dir}/coverage_dev.c
+               ${_cov_dir}/coverage_nccl.c)
+target_include_directories(shim_coverage PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
+target_link_libraries(shim_coverage PRIVATE dh::real_cuda Threads::Threads ${CMAKE_DL_LIBS} m)
+
+# The drivers run without the shim and start the program under each configuration.
+foreach(t coverage breaks)
+  add_executable(shim_test_${t} ${_cov_dir}/test_${t}.c ${_cov_dir}/cov_runs.c
+                 ${_cov_dir}/runner.c)
+  target_include_directories(shim_test_${t} PRIVATE ${_cov_dir} ${PROJECT_SOURCE_DIR}/scheduler)
+  target_link_libraries(shim_test_${t} PRIVATE dh::common PkgConfig::CMOCKA PkgConfig::JANSSON
+                        Threads::Threads ${CMAKE_DL_LIBS})
+  add_dependencies(shim_test_${t} dhelix_shim shim_coverage vgpu_all)
+endforeach()
+
+# The overhead benchmark (not a test; scripts/bench-shim runs it), and its smoke test.
+add_executable(shim_bench_overhead ${_cov_dir}/bench_overhead.c)
+target_include_directories(shim_bench_overhead PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
+target_link_libraries(shim_bench_overhead PRIVATE dh::real_cuda dh::common Threads::Threads
+                      ${CMAKE_DL_LIBS} m)
+
+# The environment that selects two-strand execution (DHELIX_MODE=strands: strands assigned
+# by issuing-thread phases until the plan issue supplies the assignment). If the shim's
+# configuration table stops accepting it, the two-strand part of shim.coverage reports SKIP
+# (exit 77), never a pass, and shim.breaks tries the breaks in stress mode only.
+set(DH_COV_STRANDS_ENV "DHELIX_MODE=strands" CACHE STRING
+    "Settings (;-separated) that run the shim in two-strand execution for shim.coverage")
+
+set(_cov_pre "$<TARGET_FILE:dhelix_shim>")
+set(_cov_vgpu "")
+if(DH_SANITIZER_PRELOAD)
+  set(_cov_pre "${DH_SANITIZER_PRELOAD}:${_cov_pre}")
+  set(_cov_vgpu "${DH_SANITIZER_PRELOAD}:")
+endif()
+list(JOIN VGPU_PRELOAD_LIBS ":" _cov_libs)
+list(JOIN DH_COV_STRANDS_ENV "|" _cov_strands)
+set(_cov_env
+    "DH_TEST_COVERAGE=$<TARGET_FILE:shim_coverage>"
+    "DH_TEST_SHIM=$<TARGET_FILE:dhelix_shim>"
+    "DH_TEST_PRELOAD=${_cov_pre}:${_cov_libs}"
+    "DH_TEST_VGPU_PRELOAD=${_cov_vgpu}${_cov_libs}"
+    "DH_TEST_LIBDIR=${VGPU_LIBDIR}"
+    "DH_COV_STRANDS_ENV=${_cov_strands}")
+
+dh_add_test(NAME shim.coverage COMMAND shim_test_coverage LABELS shim asan TIMEOUT 240
+  ENV ${_cov_env} "DH_COV_SEEDS=20" "DH_COV_STRAND_SEEDS=4")
+dh_add_test(NAME shim.coverage_tsan COMMAND shim_test_coverage LABELS shim-tsan tsan
+  TIMEOUT 300
+  ENV ${_cov_env} "DH_COV_SEEDS=3" "DH_COV_STRAND_SEEDS=2" "DH_COV_ITERS=1")
+dh_add_test(NAME shim.breaks COMMAND shim_test_breaks LABELS shim TIMEOUT 240
+  ENV ${_cov_env} "DH_COV_BREAK_SEEDS=4")
+dh_add_test(NAME shim.bench_smoke COMMAND shim_bench_overhead --smoke LABELS shim TIMEOUT 60
+  ENV "LD_PRELOAD=${_cov_pre}:${_cov_libs}" "LD_LIBRARY_PATH=${VGPU_LIBDIR}")
