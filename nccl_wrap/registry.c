@@ -262,6 +262,7 @@ static void dh__members_text(const int *m, int n, char *buf, size_t len)
 static void dh__decide_with(dh_nccl_comm_t *e, int *exchanged)
 {
     const dh_layout_t *l = dh_nccl_layout();
+    const dh_policy_t *p = dh__policy_get();
     int grank = dh_nccl_global_rank();
     pthread_mutex_lock(&dh__reg_lock);
     if (e->decided) {
@@ -296,7 +297,6 @@ static void dh__decide_with(dh_nccl_comm_t *e, int *exchanged)
     e->role = role;
     e->role_how = how;
     int term;
-    const dh_policy_t *p = dh__policy_get();
     int on = dh_policy_decide(p, e->name, role, n, &term);
     atomic_store(&e->enabled, on);
     e->decided = 1;

@@ -30,7 +30,7 @@
  * wrap_cudart.c do when the mode defers):
  *   CAPTURE  the call enqueues stream work: captured into an op and deferred; also the
  *            calls whose deferred handling is written one by one (cudaMallocAsync,
- *            cudaEventQuery, graph capture, cudaEventDestroy);
+ *            cudaEventQuery, graph capture, cudaEventDestroy, cudaStreamDestroy);
  *   SYNC     the call makes the host wait, observes device progress, or enqueues work the
  *            shim cannot capture: everything queued is issued first (drain), then the
  *            call is forwarded; the drain reason of each is in dh__drain_reason();
@@ -67,7 +67,8 @@
       (cudaStream_t stream, enum cudaStreamCaptureMode mode), (stream, mode))               \
     X(CUDART, cudaError_t, cudaStreamEndCapture, (cudaStream_t stream, cudaGraph_t *pGraph), \
       (stream, pGraph))                                                                     \
-    X(CUDART, cudaError_t, cudaEventDestroy, (cudaEvent_t event), (event))
+    X(CUDART, cudaError_t, cudaEventDestroy, (cudaEvent_t event), (event))                  \
+    X(CUDART, cudaError_t, cudaStreamDestroy, (cudaStream_t stream), (stream))
 
 #define DH_HOOKS_CUDART_SYNC(X)                                                             \
     X(CUDART, cudaError_t, cudaStreamSynchronize, (cudaStream_t stream), (stream))          \
@@ -86,8 +87,7 @@
        size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),                       \
       (dst, dpitch, src, spitch, width, height, kind, stream))                              \
     X(CUDART, cudaError_t, cudaFree, (void *devPtr), (devPtr))                              \
-    X(CUDART, cudaError_t, cudaFreeHost, (void *ptr), (ptr))                                \
-    X(CUDART, cudaError_t, cudaStreamDestroy, (cudaStream_t stream), (stream))
+    X(CUDART, cudaError_t, cudaFreeHost, (void *ptr), (ptr))
 
 #define DH_HOOKS_CUDART_FORWARD(X)                                                          \
     X(CUDART, cudaError_t, cudaMalloc, (void **devPtr, size_t size), (devPtr, size))

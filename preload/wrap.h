@@ -38,6 +38,10 @@ static inline int dh__may_defer(void) { return dh__hook_depth == 1 && dh_sched_d
                 return OK;                                                                 \
             }                                                                              \
             dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                         \
+            ret rc_ = real_ args;                                                          \
+            dh_sched_forwarded();                                                          \
+            dh__hook_leave();                                                              \
+            return rc_;                                                                    \
         }                                                                                  \
         ret rc_ = real_ args;                                                              \
         dh__hook_leave();                                                                  \
@@ -51,10 +55,12 @@ static inline int dh__may_defer(void) { return dh__hook_depth == 1 && dh_sched_d
     DH_HOOK_EXPORT ret name params                                                         \
     {                                                                                      \
         DH_WRAP_ENTER(lib, ret, name);                                                     \
-        int pending_ = 0;                                                                  \
-        if (dh__may_defer() && !(SKIP))                                                    \
+        int pending_ = 0, defer_ = dh__may_defer();                                        \
+        if (defer_ && !(SKIP))                                                             \
             pending_ = dh_sched_drain(REASON);                                             \
         ret rc_ = real_ args;                                                              \
+        if (defer_)                                                                        \
+            dh_sched_forwarded(); /* later strand-1 work must follow this call */         \
         dh__hook_leave();                                                                  \
         return (REPORT) && rc_ == (ret)0 && pending_ ? (ret)pending_ : rc_;                \
     }

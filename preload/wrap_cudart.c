@@ -62,8 +62,30 @@ static dh_status_t dh__capture_free(dh_op_t **op, void *p, cudaStream_t s)
     return st;
 }
 
-DH_CAPTURE_WRAPPER(cudaError_t, cudaFreeAsync, (void *devPtr, cudaStream_t hStream),
-                   (devPtr, hStream), dh__capture_free(&op_, devPtr, hStream))
+/* A free is deferred until every queued use of its memory has been issued; the test break
+ * free_order issues it at once instead (ahead of those uses). */
+DH_HOOK_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaFreeAsync);
+    if (dh__may_defer()) {
+        if (dh_break(DH_BREAK_FREE_ORDER)) {
+            cudaStream_t p = dh_sched_alloc_stream(hStream);
+            cudaError_t rc = real_(devPtr, p ? p : hStream);
+            dh__hook_leave();
+            return rc;
+        }
+        dh_op_t *op = NULL;
+        if (dh__capture_free(&op, devPtr, hStream) == DH_OK) {
+            dh_sched_submit(op);
+            dh__hook_leave();
+            return cudaSuccess;
+        }
+        dh_sched_drain(DH_DRAIN_UNCAPTURABLE);
+    }
+    cudaError_t rc = real_(devPtr, hStream);
+    dh__hook_leave();
+    return rc;
+}
 
 /* The program needs the address now, so the allocation is made at once, stream-ordered on
  * the physical stream of the strand that will use it. */
@@ -135,6 +157,19 @@ DH_HOOK_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
     return rc;
 }
 
+/* Destroying a stream issues its queued work first; its strand-1 twin goes with it. */
+DH_HOOK_EXPORT cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaStreamDestroy);
+    if (dh__may_defer())
+        dh_sched_drain(DH_DRAIN_STREAM_DESTROY);
+    if (dh_sched_mirroring())
+        dh_sched_stream_forget(stream);
+    cudaError_t rc = real_(stream);
+    dh__hook_leave();
+    return rc;
+}
+
 /* ---- SYNC ---- */
 
 static dh_drain_reason_t dh__drain_reason(dh_hook_id_t id)
@@ -147,7 +182,6 @@ static dh_drain_reason_t dh__drain_reason(dh_hook_id_t id)
     case DH_HOOK_cudaStreamQuery: return DH_DRAIN_STREAM_QUERY;
     case DH_HOOK_cudaMemcpy: case DH_HOOK_cudaMemset: return DH_DRAIN_BLOCKING_COPY;
     case DH_HOOK_cudaFree: case DH_HOOK_cudaFreeHost: return DH_DRAIN_FREE;
-    case DH_HOOK_cudaStreamDestroy: return DH_DRAIN_STREAM_DESTROY;
     default: return DH_DRAIN_UNCAPTURABLE; /* work the shim cannot capture: program order */
     }
 }

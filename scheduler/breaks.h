@@ -17,7 +17,7 @@
     X(DRAIN_STREAM_SYNC, "drain_stream_sync", "cudaStreamSynchronize does not drain")     \
     X(DRAIN_EVENT_QUERY, "drain_event_query", "a query of a queued record answers done")  \
     X(DRAIN_MEMCPY, "drain_memcpy", "a blocking cudaMemcpy does not drain")                \
-    X(FREE_ORDER, "free_order", "a deferred free is issued before the other strand's uses")
+    X(FREE_ORDER, "free_order", "a stream-ordered free is issued at once, ahead of the queued uses")
 
 typedef enum dh_break_id {
 #define DH__BREAK_ENUM(id, name, what) DH_BREAK_##id,

@@ -233,6 +233,7 @@ static int dh__order_group(dh_batch_t *b, uint64_t g)
 {
     dh_op_t *frees = NULL, **ftail = &frees;
     int turn = 0;
+    size_t start = b->n;
     for (;;) {
         uint64_t min_seq, min_legacy;
         dh__minima(g, &min_seq, &min_legacy);
@@ -251,7 +252,7 @@ static int dh__order_group(dh_batch_t *b, uint64_t g)
             return -1;
         dh_op_t *op = dh__pop(v);
         turn = !op->strand;
-        if (op->kind == DH_OP_FREE_ASYNC && !dh_break(DH_BREAK_FREE_ORDER)) {
+        if (op->kind == DH_OP_FREE_ASYNC) {
             *ftail = op;
             ftail = &op->next;
             continue;
@@ -268,6 +269,8 @@ static int dh__order_group(dh_batch_t *b, uint64_t g)
         if (dh__push(b, op, op->strand))
             return -1;
     }
+    if (b->n == start && !frees)
+        return 0; /* nothing of group g was held: no barrier to run */
     dh__s.stats.cross_strand_barriers++;
     if (dh__push(b, NULL, 0))
         return -1;
@@ -350,6 +353,7 @@ static int dh__barrier(void)
         if (!v->phys[1])
             continue;
         v->joined = gen;
+        v->fwd_seen = dh__s.fwd_epoch; /* forwarded work so far precedes the join below */
         cudaStream_t a = v->phys[0], b = v->phys[1];
         int dev = v->key.device;
         pthread_mutex_unlock(&dh__s.lock);
@@ -368,9 +372,11 @@ static int dh__join_new(int dev, cudaStream_t s)
 {
     pthread_mutex_lock(&dh__s.lock);
     dh_vstream_t *v = dh__vstream_get(dev, s);
-    int fresh = v && v->phys[1] && v->joined != dh__s.join_gen;
-    if (fresh)
+    int fresh = v && v->phys[1] && (v->joined != dh__s.join_gen || v->fwd_seen != dh__s.fwd_epoch);
+    if (fresh) {
         v->joined = dh__s.join_gen;
+        v->fwd_seen = dh__s.fwd_epoch;
+    }
     cudaStream_t a = v ? v->phys[0] : NULL, b = v ? v->phys[1] : NULL;
     pthread_mutex_unlock(&dh__s.lock);
     return fresh ? dh__join(dev, a, b) : 0;

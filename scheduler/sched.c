@@ -250,9 +250,44 @@ int dh_sched_submit(dh_op_t *op)
             dh__s.stats.drains[DH_DRAIN_LAG]++;
         dh__s.flush_upto = dh__s.next_seq; /* bounded lag: issue without pairing */
     }
-    pthread_cond_signal(&dh__s.work);
+    /* The dispatcher holds ops until a drain (stress) or until a group is complete
+     * (strands): waking it for every op would cost a futex call per capture for nothing. */
+    int wake = dh__s.flush_upto > dh__s.low_water ||
+               (dh__s.mode == DH_MODE_STRANDS && op->group > dh__s.signaled_group);
+    if (wake) {
+        dh__s.signaled_group = op->group;
+        pthread_cond_signal(&dh__s.work);
+    }
     pthread_mutex_unlock(&dh__s.lock);
     return 0;
+}
+
+void dh_sched_forwarded(void)
+{
+    pthread_mutex_lock(&dh__s.lock);
+    dh__s.fwd_epoch++;
+    pthread_mutex_unlock(&dh__s.lock);
+}
+
+void dh_sched_stream_forget(cudaStream_t s)
+{
+    int dev = 0;
+    dh_real()->cudaGetDevice(&dev);
+    pthread_mutex_lock(&dh__s.lock);
+    dh_vstream_t probe, *v;
+    memset(&probe.key, 0, sizeof probe.key);
+    probe.key.device = dev;
+    probe.key.stream = s;
+    HASH_FIND(hh, dh__s.vstreams, &probe.key, sizeof probe.key, v);
+    cudaStream_t extra = NULL;
+    if (v && !v->head) {
+        HASH_DEL(dh__s.vstreams, v);
+        extra = v->phys[1];
+        free(v);
+    }
+    pthread_mutex_unlock(&dh__s.lock);
+    if (extra)
+        dh_real()->cudaStreamDestroy(extra);
 }
 
 int dh_sched_drain(dh_drain_reason_t why)
@@ -265,8 +300,6 @@ int dh_sched_drain(dh_drain_reason_t why)
     pthread_cond_signal(&dh__s.work);
     while (dh__s.low_water < target && dh__s.started)
         pthread_cond_wait(&dh__s.done, &dh__s.lock);
-    /* The caller forwards its own call next: strand-1 work captured later must follow it. */
-    dh__s.join_gen++;
     int err = 0;
     for (int d = 0; d < DH_MAX_DEVICES; d++) {
         if (dh__s.pending_error[d] && !err)

@@ -47,6 +47,7 @@ typedef struct dh_vstream {
     int blocking;            /* lock: -1 unknown; 1 when it synchronises with the legacy stream */
     dh_op_t *head, *tail;    /* dispatcher only: held ops in program order */
     uint64_t joined;         /* lock: the join generation at which phys[1] last joined phys[0] */
+    uint64_t fwd_seen;       /* lock: the forward epoch phys[1] has joined */
     UT_hash_handle hh;
 } dh_vstream_t;
 
@@ -62,7 +63,9 @@ typedef struct dh_sched_state {
     uint64_t low_water;           /* lock: every op with seq < low_water has been replayed */
     uint64_t flush_upto;          /* lock: the dispatcher must replay every seq < this */
     uint64_t kick_ms;             /* lock: wall time of the first unanswered kick, or 0 */
-    uint64_t join_gen;            /* lock: bumped by every barrier and every drain */
+    uint64_t join_gen;            /* lock: bumped by every barrier */
+    uint64_t fwd_epoch;           /* lock: bumped after every call forwarded onto a stream */
+    uint64_t signaled_group;      /* lock: the last group the dispatcher was woken for */
     uint64_t held;                /* lock: ops submitted and not replayed */
     uint64_t held_free_bytes;     /* lock */
     int stop;                     /* lock */

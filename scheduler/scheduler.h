@@ -63,6 +63,14 @@ int dh_sched_submit(dh_op_t *op);
  * them; then returns the pending asynchronous error (0 if none) and clears it. */
 int dh_sched_drain(dh_drain_reason_t why);
 
+/* The calling wrapper has just forwarded a call that enqueues work on a framework stream
+ * itself (after a drain): strand-1 work captured from now on must follow it. Call it after
+ * the real call returned. */
+void dh_sched_forwarded(void);
+
+/* The framework destroys stream s: forget its physical streams (after a drain). */
+void dh_sched_stream_forget(cudaStream_t s);
+
 /* Event bookkeeping for wrappers of cudaEventQuery/Synchronize/ElapsedTime:
  * 1 if the latest record of e in program order has not been replayed yet. */
 int dh_sched_event_pending(cudaEvent_t e);

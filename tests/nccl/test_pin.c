@@ -65,10 +65,10 @@ static corun_t corun_of(const char *path)
     return c;
 }
 
-/* Runs the scenario; returns the co-running of every rank summed, and checks the digests
- * against base (unless base is NULL, then fills it). */
+/* Runs the scenario with the shim; returns the co-running of every rank summed, and checks
+ * the digests against base. keep, when not NULL, receives the run (the caller frees it). */
 static corun_t run_pin(const char *const *env_extra, const char *arg, char base[][17],
-                       int shim, const char *what, dh_run_t *keep)
+                       const char *what, dh_run_t *keep)
 {
     char dir[512], trace_env[640], d[NP][17];
     dh_tmpdir_make(dir, sizeof dir);
@@ -82,9 +82,9 @@ static corun_t run_pin(const char *const *env_extra, const char *arg, char base[
     env[k] = NULL;
     const char *args[] = {"pin", arg, NULL};
     dh_run_t r;
-    nd_run(&r, dir, NP, shim, args, env);
+    nd_run(&r, dir, NP, 1, args, env);
     nd_expect_clean(&r, what);
-    nd_digests(&r, NP, base == NULL ? d : d, what);
+    nd_digests(&r, NP, d, what);
     corun_t sum = {0, 0, 0};
     for (int rank = 0; rank < NP; rank++) {
         char path[700];
@@ -94,8 +94,7 @@ static corun_t run_pin(const char *const *env_extra, const char *arg, char base[
         sum.overlapping += c.overlapping;
         sum.overlap_us += c.overlap_us;
     }
-    if (base != NULL)
-        nd_same_digests(base, d, NP, "the run without the shim", what);
+    nd_same_digests(base, d, NP, "the run without the shim", what);
     if (keep != NULL)
         *keep = r;
     else
@@ -122,19 +121,19 @@ static void test_switching_a_group_off(void **state)
     dh_tmpdir_remove(dir);
 
     static const char *const on[] = {"DHELIX_MODE=strands", "DHELIX_GROUPS=all", NULL};
-    corun_t c = run_pin(on, "", base, 1, "interleaved (DHELIX_GROUPS=all)", NULL);
+    corun_t c = run_pin(on, "", base, "interleaved (DHELIX_GROUPS=all)", NULL);
     if (c.comm_ops != NP * 8 || c.overlapping == 0)
         fail_msg("interleaved: %d of %d all-reduces co-run with the other strand; expected "
                  "all %d traced and some co-running", c.overlapping, c.comm_ops, NP * 8);
 
     static const char *const off[] = {"DHELIX_MODE=strands",
                                       "DHELIX_GROUPS=!TENSOR_MODEL_PARALLEL*", NULL};
-    c = run_pin(off, "", base, 1, "pinned (DHELIX_GROUPS)", NULL);
+    c = run_pin(off, "", base, "pinned (DHELIX_GROUPS)", NULL);
     if (c.comm_ops != NP * 8 || c.overlapping != 0)
         fail_msg("pinned by DHELIX_GROUPS: %d of %d all-reduces co-run (%.1f us), expected 0",
                  c.overlapping, c.comm_ops, c.overlap_us);
 
-    c = run_pin(on, "api", base, 1, "pinned (dh_group_set_enabled)", &r);
+    c = run_pin(on, "api", base, "pinned (dh_group_set_enabled)", &r);
     if (c.comm_ops != NP * 8 || c.overlapping != 0)
         fail_msg("pinned by dh_group_set_enabled: %d of %d all-reduces co-run (%.1f us), "
                  "expected 0", c.overlapping, c.comm_ops, c.overlap_us);

@@ -314,7 +314,7 @@ static double (*cost_bytes)(double bytes);
  * proportion to their size and really overlap with work of other streams. */
 static double cost_common(const vgpu_launch_t *l, double *sm_fraction)
 {
-    vgpu_range_t r[VGPU_MAX_RANGES];
+    vgpu_range_t r[VGPU_MAX_RANGES] = {{0}};
     int n = fp_common(l, r, VGPU_MAX_RANGES);
     double bytes = 0;
     for (int i = 0; i < n; i++)
