@@ -35,6 +35,7 @@ void dh__sched_mark_dispatcher(void);
 typedef struct dh_devres {
     int ready;
     cudaEvent_t order;       /* scratch event for legacy-stream ordering on strand 1 */
+    cudaStream_t hub;        /* where a fence's streams meet */
     cublasHandle_t blas[2];
     cublasLtHandle_t lt;
     void *ws[2];
@@ -42,9 +43,11 @@ typedef struct dh_devres {
 } dh_devres_t;
 
 typedef struct dh_item {
-    dh_op_t *op;       /* NULL: a cross-strand barrier */
+    dh_op_t *op;       /* NULL: a cross-strand barrier, or a fence (strand DH_FENCE) */
     int strand;        /* the physical stream to use */
 } dh_item_t;
+
+#define DH_FENCE 2     /* item strand of a fence: every stream of every strand meets */
 
 typedef struct dh_batch {
     dh_item_t *items;
@@ -259,9 +262,9 @@ static int dh__order_group(dh_batch_t *b, uint64_t g)
         }
         dh__mark_batched(op);
         if (op->pinned) {
-            /* Kept in program order on its framework stream and fenced on both sides, so it
-             * never runs beside the other strand's work. */
-            if (dh__push(b, NULL, 0) || dh__push(b, op, 0) || dh__push(b, NULL, 0))
+            /* Kept in program order on its framework stream and fenced on both sides against
+             * every physical stream, so it never runs beside the other strand's work. */
+            if (dh__push(b, NULL, DH_FENCE) || dh__push(b, op, 0) || dh__push(b, NULL, DH_FENCE))
                 return -1;
             dh__s.stats.cross_strand_barriers += 2;
             continue;
@@ -361,6 +364,41 @@ static int dh__barrier(void)
         pthread_mutex_lock(&dh__s.lock);
     }
     pthread_mutex_unlock(&dh__s.lock);
+    return rc;
+}
+
+/* A fence: every physical stream of every framework stream (both strands) and the hub meet:
+ * the hub waits for all, then all wait for the hub. What follows on any stream starts after
+ * everything issued before on all of them. */
+static int dh__fence(void)
+{
+    const dh_real_t *R = dh_real();
+    int rc = 0;
+    for (int dev = 0; dev < DH_MAX_DEVICES; dev++) {
+        cudaStream_t st[128];
+        int n = 0;
+        pthread_mutex_lock(&dh__s.lock);
+        for (dh_vstream_t *v = dh__s.vstreams; v && n < 126; v = v->hh.next) {
+            if (v->key.device != dev)
+                continue;
+            st[n++] = v->phys[0];
+            if (v->phys[1])
+                st[n++] = v->phys[1];
+        }
+        pthread_mutex_unlock(&dh__s.lock);
+        if (!n)
+            continue;
+        dh__set_device(dev);
+        dh_devres_t *r = &dh__res[dev];
+        if (dh__devres(dev) ||
+            (!r->hub && R->cudaStreamCreateWithFlags(&r->hub, cudaStreamNonBlocking) != cudaSuccess))
+            return -1;
+        for (int i = 0; i < n; i++)
+            rc |= R->cudaEventRecord(r->order, st[i]) | R->cudaStreamWaitEvent(r->hub, r->order, 0);
+        rc |= R->cudaEventRecord(r->bar[0], r->hub);
+        for (int i = 0; i < n; i++)
+            rc |= R->cudaStreamWaitEvent(st[i], r->bar[0], 0);
+    }
     return rc;
 }
 
@@ -500,7 +538,8 @@ static void dh__run(dh_batch_t *b)
     pthread_mutex_unlock(&dh__s.lock);
     for (size_t i = 0; i < b->n; i++) {
         dh_op_t *op = b->items[i].op;
-        int rc = op ? dh__replay_one(op, b->items[i].strand) : dh__barrier();
+        int rc = op ? dh__replay_one(op, b->items[i].strand)
+                    : b->items[i].strand == DH_FENCE ? dh__fence() : dh__barrier();
         if (op) {
             pthread_mutex_lock(&dh__s.lock);
             dh__retire(op, rc);
