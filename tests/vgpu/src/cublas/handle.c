@@ -164,18 +164,22 @@ VG_API cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void *workspa
     return CUBLAS_STATUS_SUCCESS;
 }
 
-VG_API cublasStatus_t cublasGetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t *mode)
-{
-    struct cublasContext *h = vg__blas(handle);
-    if (!h) {
-        return CUBLAS_STATUS_NOT_INITIALIZED;
+/* cublasGet*Mode: the handle's setting; a bad handle or a NULL output fail as cuBLAS does. */
+#define VG_BLAS_GETTER(fn, type, field)                                                    \
+    VG_API cublasStatus_t fn(cublasHandle_t handle, type *mode)                            \
+    {                                                                                      \
+        struct cublasContext *h = vg__blas(handle);                                        \
+        if (!h) {                                                                          \
+            return CUBLAS_STATUS_NOT_INITIALIZED;                                          \
+        }                                                                                  \
+        if (!mode) {                                                                       \
+            return CUBLAS_STATUS_INVALID_VALUE;                                            \
+        }                                                                                  \
+        *mode = h->field;                                                                  \
+        return CUBLAS_STATUS_SUCCESS;                                                      \
     }
-    if (!mode) {
-        return CUBLAS_STATUS_INVALID_VALUE;
-    }
-    *mode = h->pointer_mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
+
+VG_BLAS_GETTER(cublasGetPointerMode_v2, cublasPointerMode_t, pointer_mode)
 
 VG_API cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode)
 {
@@ -190,18 +194,7 @@ VG_API cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPoint
     return CUBLAS_STATUS_SUCCESS;
 }
 
-VG_API cublasStatus_t cublasGetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t *mode)
-{
-    struct cublasContext *h = vg__blas(handle);
-    if (!h) {
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    }
-    if (!mode) {
-        return CUBLAS_STATUS_INVALID_VALUE;
-    }
-    *mode = h->atomics_mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
+VG_BLAS_GETTER(cublasGetAtomicsMode, cublasAtomicsMode_t, atomics_mode)
 
 /* Recorded only: the vgpu's GEMMs never use atomics, so both modes are deterministic. */
 VG_API cublasStatus_t cublasSetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t mode)
@@ -217,18 +210,7 @@ VG_API cublasStatus_t cublasSetAtomicsMode(cublasHandle_t handle, cublasAtomicsM
     return CUBLAS_STATUS_SUCCESS;
 }
 
-VG_API cublasStatus_t cublasGetMathMode(cublasHandle_t handle, cublasMath_t *mode)
-{
-    struct cublasContext *h = vg__blas(handle);
-    if (!h) {
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    }
-    if (!mode) {
-        return CUBLAS_STATUS_INVALID_VALUE;
-    }
-    *mode = h->math_mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
+VG_BLAS_GETTER(cublasGetMathMode, cublasMath_t, math_mode)
 
 /* The low bits select one mode; CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION may be
  * or-ed in. Only CUBLAS_TF32_TENSOR_OP_MATH changes anything here: the cost of fp32 GEMMs. */
