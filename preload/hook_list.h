@@ -95,9 +95,8 @@
 #define DH_HOOKS_CUDART(X) DH_HOOKS_CUDART_CAPTURE(X) DH_HOOKS_CUDART_SYNC(X) \
     DH_HOOKS_CUDART_FORWARD(X)
 
-/* cuBLAS: GEMMs are captured; the handle setters are forwarded and mirrored (a deferred
- * GEMM replays with the state its handle had at the call); batched GEMMs the shim cannot
- * capture yet drain first. */
+/* cuBLAS: GEMMs (plain and strided-batched) are captured; the handle setters are forwarded
+ * and mirrored (a deferred GEMM replays with the state its handle had at the call). */
 #define DH_HOOKS_CUBLAS_CAPTURE(X)                                                          \
     X(CUBLAS, cublasStatus_t, cublasGemmEx,                                                 \
       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,    \
@@ -111,23 +110,7 @@
       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,    \
        int n, int k, const float *alpha, const float *A, int lda, const float *B, int ldb,  \
        const float *beta, float *C, int ldc),                                               \
-      (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))
-
-#define DH_HOOKS_CUBLAS_STATE(X)                                                            \
-    X(CUBLAS, cublasStatus_t, cublasSetStream_v2, (cublasHandle_t handle, cudaStream_t s),  \
-      (handle, s))                                                                          \
-    X(CUBLAS, cublasStatus_t, cublasSetWorkspace_v2,                                        \
-      (cublasHandle_t handle, void *workspace, size_t workspaceSizeInBytes),                \
-      (handle, workspace, workspaceSizeInBytes))                                            \
-    X(CUBLAS, cublasStatus_t, cublasSetMathMode, (cublasHandle_t handle, cublasMath_t mode), \
-      (handle, mode))                                                                       \
-    X(CUBLAS, cublasStatus_t, cublasSetPointerMode_v2,                                      \
-      (cublasHandle_t handle, cublasPointerMode_t mode), (handle, mode))                    \
-    X(CUBLAS, cublasStatus_t, cublasSetAtomicsMode,                                         \
-      (cublasHandle_t handle, cublasAtomicsMode_t mode), (handle, mode))                    \
-    X(CUBLAS, cublasStatus_t, cublasDestroy_v2, (cublasHandle_t handle), (handle))
-
-#define DH_HOOKS_CUBLAS_SYNC(X)                                                             \
+      (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc))                \
     X(CUBLAS, cublasStatus_t, cublasSgemmStridedBatched,                                    \
       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,    \
        int n, int k, const float *alpha, const float *A, int lda, long long int strideA,    \
@@ -144,6 +127,23 @@
        cublasGemmAlgo_t algo),                                                              \
       (handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,       \
        strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo))
+
+#define DH_HOOKS_CUBLAS_STATE(X)                                                            \
+    X(CUBLAS, cublasStatus_t, cublasSetStream_v2, (cublasHandle_t handle, cudaStream_t s),  \
+      (handle, s))                                                                          \
+    X(CUBLAS, cublasStatus_t, cublasSetWorkspace_v2,                                        \
+      (cublasHandle_t handle, void *workspace, size_t workspaceSizeInBytes),                \
+      (handle, workspace, workspaceSizeInBytes))                                            \
+    X(CUBLAS, cublasStatus_t, cublasSetMathMode, (cublasHandle_t handle, cublasMath_t mode), \
+      (handle, mode))                                                                       \
+    X(CUBLAS, cublasStatus_t, cublasSetPointerMode_v2,                                      \
+      (cublasHandle_t handle, cublasPointerMode_t mode), (handle, mode))                    \
+    X(CUBLAS, cublasStatus_t, cublasSetAtomicsMode,                                         \
+      (cublasHandle_t handle, cublasAtomicsMode_t mode), (handle, mode))                    \
+    X(CUBLAS, cublasStatus_t, cublasDestroy_v2, (cublasHandle_t handle), (handle))
+
+/* Nothing in cuBLAS drains any more; the class stays for entry points to come. */
+#define DH_HOOKS_CUBLAS_SYNC(X)
 
 #define DH_HOOKS_CUBLAS(X) DH_HOOKS_CUBLAS_CAPTURE(X) DH_HOOKS_CUBLAS_STATE(X) \
     DH_HOOKS_CUBLAS_SYNC(X)

@@ -1,8 +1,7 @@
 /*
  * wrap_cublas.c: the cuBLAS wrappers, by the classes of hook_list.h. GEMMs are captured
  * when the mode defers; the handle setters are forwarded and, in the deferring modes,
- * mirrored so that a deferred GEMM replays with the state its handle had at the call;
- * the calls the shim cannot capture yet drain first.
+ * mirrored so that a deferred GEMM replays with the state its handle had at the call.
  */
 #include <cublas_v2.h>
 
@@ -29,6 +28,31 @@ DH_BLAS_CAPTURE(cublasStatus_t, cublasSgemm_v2,
                 (handle, transa, transb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc),
                 dh_op_capture_sgemm(&op_, handle, transa, transb, m, n, k, alpha, A, lda, B, ldb,
                                     beta, C, ldc))
+
+DH_BLAS_CAPTURE(cublasStatus_t, cublasSgemmStridedBatched,
+                (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                 int n, int k, const float *alpha, const float *A, int lda, long long int strideA,
+                 const float *B, int ldb, long long int strideB, const float *beta, float *C,
+                 int ldc, long long int strideC, int batchCount),
+                (handle, transa, transb, m, n, k, alpha, A, lda, strideA, B, ldb, strideB, beta,
+                 C, ldc, strideC, batchCount),
+                dh_op_capture_sgemm_strided(&op_, handle, transa, transb, m, n, k, alpha, A, lda,
+                                            strideA, B, ldb, strideB, beta, C, ldc, strideC,
+                                            batchCount))
+
+DH_BLAS_CAPTURE(cublasStatus_t, cublasGemmStridedBatchedEx,
+                (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                 int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
+                 long long int strideA, const void *B, cudaDataType Btype, int ldb,
+                 long long int strideB, const void *beta, void *C, cudaDataType Ctype, int ldc,
+                 long long int strideC, int batchCount, cublasComputeType_t computeType,
+                 cublasGemmAlgo_t algo),
+                (handle, transa, transb, m, n, k, alpha, A, Atype, lda, strideA, B, Btype, ldb,
+                 strideB, beta, C, Ctype, ldc, strideC, batchCount, computeType, algo),
+                dh_op_capture_gemm_strided_ex(&op_, handle, transa, transb, m, n, k, alpha, A,
+                                              Atype, lda, strideA, B, Btype, ldb, strideB, beta,
+                                              C, Ctype, ldc, strideC, batchCount, computeType,
+                                              algo))
 
 /* Setters: forward, then mirror what took effect. MIRROR is a statement using handle and
  * the setting's parameter. */

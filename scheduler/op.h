@@ -124,6 +124,21 @@ dh_status_t dh_op_capture_sgemm(dh_op_t **out, cublasHandle_t h, cublasOperation
                                 cublasOperation_t tb, int m, int n, int k, const float *alpha,
                                 const float *A, int lda, const float *B, int ldb,
                                 const float *beta, float *C, int ldc);
+/* Strided-batched GEMMs (PyTorch's bmm/baddbmm, attention): the same state and scalar
+ * rules as above, batchCount GEMMs at the given element strides. */
+dh_status_t dh_op_capture_sgemm_strided(dh_op_t **out, cublasHandle_t h, cublasOperation_t ta,
+                                        cublasOperation_t tb, int m, int n, int k,
+                                        const float *alpha, const float *A, int lda,
+                                        long long sa, const float *B, int ldb, long long sb,
+                                        const float *beta, float *C, int ldc, long long sc,
+                                        int batch);
+dh_status_t dh_op_capture_gemm_strided_ex(dh_op_t **out, cublasHandle_t h, cublasOperation_t ta,
+                                          cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType at,
+                                          int lda, long long sa, const void *B, cudaDataType bt,
+                                          int ldb, long long sb, const void *beta, void *C,
+                                          cudaDataType ct, int ldc, long long sc, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo);
 dh_status_t dh_op_capture_lt_matmul(dh_op_t **out, cublasLtHandle_t h,
                                     cublasLtMatmulDesc_t desc, const void *alpha,
                                     const void *A, cublasLtMatrixLayout_t Adesc, const void *B,

@@ -15,6 +15,8 @@
 
 typedef struct dh__gemm_pl {
     int sgemm;                   /* cublasSgemm_v2; otherwise cublasGemmEx */
+    int batch;                   /* > 0: the strided-batched form of the same call */
+    long long sa, sb, sc;        /* its element strides */
     cublasOperation_t ta, tb;
     int m, n, k;
     const void *A, *B;
@@ -144,6 +146,40 @@ dh_status_t dh_op_capture_sgemm(dh_op_t **out, cublasHandle_t h, cublasOperation
     return dh__gemm_capture(out, h, &p, alpha, beta, sizeof(float));
 }
 
+dh_status_t dh_op_capture_sgemm_strided(dh_op_t **out, cublasHandle_t h, cublasOperation_t ta,
+                                        cublasOperation_t tb, int m, int n, int k,
+                                        const float *alpha, const float *A, int lda,
+                                        long long sa, const float *B, int ldb, long long sb,
+                                        const float *beta, float *C, int ldc, long long sc,
+                                        int batch)
+{
+    dh__gemm_pl_t p = {.sgemm = 1, .batch = batch, .sa = sa, .sb = sb, .sc = sc, .ta = ta,
+                       .tb = tb, .m = m, .n = n, .k = k, .A = A, .B = B, .C = C,
+                       .at = CUDA_R_32F, .bt = CUDA_R_32F, .ct = CUDA_R_32F, .lda = lda,
+                       .ldb = ldb, .ldc = ldc, .compute = CUBLAS_COMPUTE_32F,
+                       .algo = CUBLAS_GEMM_DEFAULT};
+    if (batch <= 0)
+        return DH_ERR_INVALID; /* forwarded: cuBLAS answers what it answers */
+    return dh__gemm_capture(out, h, &p, alpha, beta, sizeof(float));
+}
+
+dh_status_t dh_op_capture_gemm_strided_ex(dh_op_t **out, cublasHandle_t h, cublasOperation_t ta,
+                                          cublasOperation_t tb, int m, int n, int k,
+                                          const void *alpha, const void *A, cudaDataType at,
+                                          int lda, long long sa, const void *B, cudaDataType bt,
+                                          int ldb, long long sb, const void *beta, void *C,
+                                          cudaDataType ct, int ldc, long long sc, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t algo)
+{
+    dh__gemm_pl_t p = {.sgemm = 0, .batch = batch, .sa = sa, .sb = sb, .sc = sc, .ta = ta,
+                       .tb = tb, .m = m, .n = n, .k = k, .A = A, .B = B, .C = C, .at = at,
+                       .bt = bt, .ct = ct, .lda = lda, .ldb = ldb, .ldc = ldc,
+                       .compute = compute, .algo = algo};
+    if (batch <= 0)
+        return DH_ERR_INVALID;
+    return dh__gemm_capture(out, h, &p, alpha, beta, dh__gemm_scale_size(compute, ct));
+}
+
 /* Gives ctx->blas the captured state. cublasSetStream first: it resets the workspace,
  * which is then set again when the framework had one, with the framework's SIZE (the
  * algorithm choice depends on it) in the strand's own buffer. */
@@ -184,6 +220,22 @@ int dh__replay_gemm(dh_op_t *op, const dh_replay_ctx_t *ctx)
     int st = dh__gemm_prepare(r, p, ctx);
     if (st != CUBLAS_STATUS_SUCCESS)
         return st;
+    if (p->batch > 0 && p->sgemm) {
+        dh_real_cublasSgemmStridedBatched_t fn = DH_REAL_FN(r, cublasSgemmStridedBatched);
+        if (fn == NULL)
+            return CUBLAS_STATUS_NOT_INITIALIZED;
+        return fn(ctx->blas, p->ta, p->tb, p->m, p->n, p->k, (const float *)p->alpha,
+                  (const float *)p->A, p->lda, p->sa, (const float *)p->B, p->ldb, p->sb,
+                  (const float *)p->beta, (float *)p->C, p->ldc, p->sc, p->batch);
+    }
+    if (p->batch > 0) {
+        dh_real_cublasGemmStridedBatchedEx_t fn = DH_REAL_FN(r, cublasGemmStridedBatchedEx);
+        if (fn == NULL)
+            return CUBLAS_STATUS_NOT_INITIALIZED;
+        return fn(ctx->blas, p->ta, p->tb, p->m, p->n, p->k, p->alpha, p->A, p->at, p->lda,
+                  p->sa, p->B, p->bt, p->ldb, p->sb, p->beta, p->C, p->ct, p->ldc, p->sc,
+                  p->batch, p->compute, p->algo);
+    }
     if (p->sgemm) {
         dh_real_cublasSgemm_v2_t fn = DH_REAL_FN(r, cublasSgemm_v2);
         if (fn == NULL)

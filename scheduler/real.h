@@ -115,7 +115,19 @@
     X(CUBLAS, cublasStatus_t, cublasSgemm_v2,                                               \
       (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,    \
        int n, int k, const float *alpha, const float *A, int lda, const float *B, int ldb,  \
-       const float *beta, float *C, int ldc))
+       const float *beta, float *C, int ldc))                                               \
+    X(CUBLAS, cublasStatus_t, cublasSgemmStridedBatched,                                    \
+      (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,    \
+       int n, int k, const float *alpha, const float *A, int lda, long long int strideA,    \
+       const float *B, int ldb, long long int strideB, const float *beta, float *C,         \
+       int ldc, long long int strideC, int batchCount))                                     \
+    X(CUBLAS, cublasStatus_t, cublasGemmStridedBatchedEx,                                   \
+      (cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,    \
+       int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,         \
+       long long int strideA, const void *B, cudaDataType Btype, int ldb,                   \
+       long long int strideB, const void *beta, void *C, cudaDataType Ctype, int ldc,       \
+       long long int strideC, int batchCount, cublasComputeType_t computeType,              \
+       cublasGemmAlgo_t algo))
 
 #define DH_REAL_CUBLASLT(X)                                                                 \
     X(CUBLASLT, cublasStatus_t, cublasLtCreate, (cublasLtHandle_t *lightHandle))            \

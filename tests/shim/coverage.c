@@ -223,9 +223,8 @@ static void backward(cublasHandle_t h, int it, int mb)
     CK_RT(cudaMallocAsync((void **)&dh1, FN * sizeof(float), G.s0));
     CK_RT(cudaMallocAsync((void **)&dh1r, FN * sizeof(float), G.s0));
     CK_RT(cudaMallocAsync((void **)&dpre, FN * sizeof(float), G.s0));
-    /* Head statistics of the output, strided batched through cublasGemmStridedBatchedEx.
-     * First in the backward: the shim cannot defer this call yet (it drains), and a drain
-     * later in the backward would keep it from running beside the next forward. */
+    /* Head statistics of the output, strided batched through cublasGemmStridedBatchedEx,
+     * alpha/beta on the stack and scribbled over after the call (the shim defers it). */
     {
         float alpha = 1.0f, beta = 0.0f;
         cov_blas_prepare(h, G.s0, G.ws_bwd, BLAS_WS_BYTES);
