@@ -181,34 +181,30 @@ VG_API cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void *workspa
 
 VG_BLAS_GETTER(cublasGetPointerMode_v2, cublasPointerMode_t, pointer_mode)
 
-VG_API cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t handle, cublasPointerMode_t mode)
-{
-    struct cublasContext *h = vg__blas(handle);
-    if (!h) {
-        return CUBLAS_STATUS_NOT_INITIALIZED;
+/* cublasSet*Mode for the two-valued modes: a bad handle, or a value other than a and b,
+ * fail as cuBLAS does. */
+#define VG_BLAS_SETTER(fn, type, field, a, b)                                              \
+    VG_API cublasStatus_t fn(cublasHandle_t handle, type mode)                             \
+    {                                                                                      \
+        struct cublasContext *h = vg__blas(handle);                                        \
+        if (!h) {                                                                          \
+            return CUBLAS_STATUS_NOT_INITIALIZED;                                          \
+        }                                                                                  \
+        if (mode != (a) && mode != (b)) {                                                  \
+            return CUBLAS_STATUS_INVALID_VALUE;                                            \
+        }                                                                                  \
+        h->field = mode;                                                                   \
+        return CUBLAS_STATUS_SUCCESS;                                                      \
     }
-    if (mode != CUBLAS_POINTER_MODE_HOST && mode != CUBLAS_POINTER_MODE_DEVICE) {
-        return CUBLAS_STATUS_INVALID_VALUE;
-    }
-    h->pointer_mode = mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
+
+VG_BLAS_SETTER(cublasSetPointerMode_v2, cublasPointerMode_t, pointer_mode,
+               CUBLAS_POINTER_MODE_HOST, CUBLAS_POINTER_MODE_DEVICE)
 
 VG_BLAS_GETTER(cublasGetAtomicsMode, cublasAtomicsMode_t, atomics_mode)
 
 /* Recorded only: the vgpu's GEMMs never use atomics, so both modes are deterministic. */
-VG_API cublasStatus_t cublasSetAtomicsMode(cublasHandle_t handle, cublasAtomicsMode_t mode)
-{
-    struct cublasContext *h = vg__blas(handle);
-    if (!h) {
-        return CUBLAS_STATUS_NOT_INITIALIZED;
-    }
-    if (mode != CUBLAS_ATOMICS_NOT_ALLOWED && mode != CUBLAS_ATOMICS_ALLOWED) {
-        return CUBLAS_STATUS_INVALID_VALUE;
-    }
-    h->atomics_mode = mode;
-    return CUBLAS_STATUS_SUCCESS;
-}
+VG_BLAS_SETTER(cublasSetAtomicsMode, cublasAtomicsMode_t, atomics_mode,
+               CUBLAS_ATOMICS_NOT_ALLOWED, CUBLAS_ATOMICS_ALLOWED)
 
 VG_BLAS_GETTER(cublasGetMathMode, cublasMath_t, math_mode)
 
