@@ -22,7 +22,7 @@ function(dh_add_test)
           "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=1:abort_on_error=0"
           "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/lsan.supp:print_suppressions=0"
           "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1"
-          "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1")
+          "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=${PROJECT_SOURCE_DIR}/tests/tsan.supp")
   if(T_VGPU)
     list(APPEND env "LD_PRELOAD=${VGPU_PRELOAD}" "LD_LIBRARY_PATH=${VGPU_LIBDIR}")
   endif()

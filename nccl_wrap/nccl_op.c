@@ -2,6 +2,7 @@
 #include "nccl_op.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/config.h"
@@ -9,6 +10,7 @@
 #include "nccl_real.h"
 #include "op_internal.h"
 #include "registry.h"
+#include "scheduler.h"
 
 static const char *const dh__kind_api[DH_NCCL_KIND_COUNT] = {
 #define DH__NCCL_KIND_API(id, api) api,
@@ -232,7 +234,7 @@ static void dh__replay_failed(const dh_nccl_call_t *c, ncclResult_t r)
 int dh_nccl_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx)
 {
     dh__nccl_pl_t *pl = (dh__nccl_pl_t *)op->payload;
-    int strands = dh_config()->mode == DH_MODE_STRANDS;
+    int strands = dh_sched_mode() == DH_MODE_STRANDS || dh_sched_mode() == DH_MODE_PLAN;
     int depth = 0;
     for (int i = 0; i < pl->n; i++) {
         const dh_nccl_call_t *c = &pl->calls[i];
@@ -267,5 +269,87 @@ int dh_nccl_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx)
     }
     while (depth-- > 0) /* never leave the dispatcher inside a group */
         dh_nccl_call_issue(&(dh_nccl_call_t){.kind = DH_NCCL_GROUP_END}, NULL, 0);
+    return 0;
+}
+
+/* ---- description and footprint (op_desc.c) ---- */
+
+static const char *dh__nccl_tname(ncclDataType_t t)
+{
+    switch (t) {
+    case ncclInt8: return "i8";
+    case ncclUint8: return "u8";
+    case ncclInt32: return "i32";
+    case ncclUint32: return "u32";
+    case ncclInt64: return "i64";
+    case ncclUint64: return "u64";
+    case ncclFloat16: return "f16";
+    case ncclFloat32: return "f32";
+    case ncclFloat64: return "f64";
+    case ncclBfloat16: return "bf16";
+    default: return "t?";
+    }
+}
+
+static uint64_t dh__nmix(uint64_t h, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) {
+        h ^= (v >> (8 * i)) & 0xffu;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+void dh_nccl_op_describe(const dh_op_t *op, dh_op_desc_t *d)
+{
+    const dh__nccl_pl_t *p = (const dh__nccl_pl_t *)op->payload;
+    uint64_t sig = d->sig, shape = d->shape;
+    const dh_nccl_call_t *first = NULL;
+    int members = 0;
+    d->bytes = 0;
+    for (int i = 0; i < p->n; i++) {
+        const dh_nccl_call_t *c = &p->calls[i];
+        sig = dh__nmix(sig, (uint64_t)c->kind);
+        if (dh__is_marker(c))
+            continue;
+        members++;
+        if (!first)
+            first = c;
+        uint64_t order = c->reg ? c->reg->order : 0;
+        sig = dh__nmix(sig, (uint64_t)c->dtype | (uint64_t)c->redop << 16 | order << 32);
+        shape = dh__nmix(dh__nmix(shape, c->count), (uint64_t)(uint32_t)c->root);
+        d->bytes += c->count * dh_nccl_dtype_size(c->dtype);
+    }
+    d->sig = sig;
+    d->shape = shape;
+    if (!first) {
+        snprintf(d->name, sizeof d->name, "nccl Group 0");
+        return;
+    }
+    d->comm = first->reg;
+    /* "ncclAllGather" -> "AllGather" */
+    const char *api = dh_nccl_kind_api(first->kind) + 4;
+    if (op->kind == DH_OP_NCCL_GROUP)
+        snprintf(d->name, sizeof d->name, "nccl Group %d %s %s %zu", members, api,
+                 dh__nccl_tname(first->dtype), first->count);
+    else
+        snprintf(d->name, sizeof d->name, "nccl %s %s %zu", api, dh__nccl_tname(first->dtype),
+                 first->count);
+}
+
+int dh_nccl_op_footprint(const dh_op_t *op, dh_op_access_t *acc, int max, int *n)
+{
+    const dh__nccl_pl_t *p = (const dh__nccl_pl_t *)op->payload;
+    for (int i = 0; i < p->n; i++) {
+        const dh_nccl_call_t *c = &p->calls[i];
+        const dh_nccl_range_t *r[2] = {&c->read, &c->write};
+        for (int w = 0; w < 2; w++) {
+            if (!r[w]->len)
+                continue;
+            if (*n >= max)
+                return -1;
+            acc[(*n)++] = (dh_op_access_t){r[w]->lo, r[w]->len, w, 0, -1};
+        }
+    }
     return 0;
 }

@@ -110,6 +110,14 @@ dh_status_t dh_nccl_op_make(dh_op_t **out, const dh_nccl_call_t *calls, int n, i
 /* Replays op (DH_OP_NCCL or DH_OP_NCCL_GROUP) on ctx; returns 0 (see above). */
 int dh_nccl_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx);
 
+/* Fills the NCCL part of an op's description (op.h dh_op_describe): sig from the calls'
+ * kinds, data types, reduction ops and communicators' creation order; shape from the
+ * counts and peers; name "nccl OP TYPE COUNT" (a group: "nccl Group N OP ...", its
+ * first member); bytes, this rank's payload; comm, the first member's registry entry. */
+void dh_nccl_op_describe(const dh_op_t *op, dh_op_desc_t *d);
+/* The byte ranges op reads and writes, appended to acc[*n..max); -1 when they do not fit. */
+int dh_nccl_op_footprint(const dh_op_t *op, dh_op_access_t *acc, int max, int *n);
+
 /* Counts a call forwarded at once (passthrough, or one the shim could not defer) in its
  * communicator's statistics; looks the communicator up. */
 void dh_nccl_count_forwarded(const dh_nccl_call_t *c);

@@ -108,6 +108,17 @@ dh_nccl_comm_t *dh_nccl_reg_find(ncclComm_t comm)
     return e;
 }
 
+void dh_nccl_reg_describe(const dh_nccl_comm_t *e, char *name, size_t len, char *role,
+                          size_t rlen, int *nranks, int *rank)
+{
+    pthread_mutex_lock(&dh__reg_lock);
+    snprintf(name, len, "%s", e->name);
+    dh_role_name(e->role, role, rlen);
+    *nranks = e->nranks;
+    *rank = e->rank;
+    pthread_mutex_unlock(&dh__reg_lock);
+}
+
 /* Lock held: forgets the live handle of e. */
 static void dh__unlink_locked(ncclComm_t comm)
 {

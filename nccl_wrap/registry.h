@@ -127,6 +127,11 @@ void dh_nccl_reg_gone(ncclComm_t comm, int aborted);
 void dh_nccl_reg_learn(dh_nccl_comm_t **es, int n);
 #define DH_NCCL_EXCHANGE_S 10
 
+/* A consistent copy of what profiles record about e: its name, role ("tp", "cp+dp", or ""
+ * when unknown), size and this process's rank in it. */
+void dh_nccl_reg_describe(const dh_nccl_comm_t *e, char *name, size_t len, char *role,
+                          size_t rlen, int *nranks, int *rank);
+
 /* The process's global rank from the launcher (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK,
  * SLURM_PROCID) and the job's size (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE,
  * SLURM_NTASKS); -1 / 0 when unknown. */

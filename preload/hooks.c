@@ -1,6 +1,7 @@
 /* hooks.c: the real-function table, its one-time resolution and the call counters. */
 #define _GNU_SOURCE
 #include "hooks.h"
+#include "scheduler.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -120,6 +121,10 @@ void *dh__hook_resolve(dh_hook_lib_t lib, dh_hook_id_t id)
     if (dh__resolving)
         return NULL;
     pthread_once(&dh__resolve_once[lib], dh__resolvers[lib]);
+    /* The program's first call into a GPU library: what the mode needs from files (a plan)
+     * is read now, so a launcher that merely inherits LD_PRELOAD (mpirun, torchrun) reads
+     * and reports nothing. */
+    dh_sched_first_call();
     return dh__hook_fn[id];
 }
 

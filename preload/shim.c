@@ -80,14 +80,11 @@ __attribute__((constructor)) static void dh__shim_load(void)
     dh_log_init();
     if (cfg->print_config)
         dh__print_config(cfg);
-    int deferring = cfg->mode == DH_MODE_STRESS || cfg->mode == DH_MODE_STRANDS;
-    if (cfg->mode != DH_MODE_PASSTHROUGH && !deferring)
-        DH_WARN(CORE, "DHELIX_MODE=%s (%s) is not implemented yet; running passthrough",
-                dh_mode_name(cfg->mode), dh_config_source_name(cfg->source[DH_CFG_MODE]));
-    DH_INFO(CORE, "dhelix %s: mode=%s, %d entry points wrapped, stats=%s", dh_version(),
-            deferring ? dh_mode_name(cfg->mode) : "passthrough", (int)DH_HOOK_COUNT,
-            dh_stats_name(cfg->stats));
     dh_sched_init();
+    DH_INFO(CORE, "dhelix %s: mode=%s (%s %s), %d entry points wrapped, stats=%s", dh_version(),
+            dh_mode_name(dh_sched_mode()), dh_mode_name(cfg->mode),
+            dh_config_source_name(cfg->source[DH_CFG_MODE]), (int)DH_HOOK_COUNT,
+            dh_stats_name(cfg->stats));
     dh__alloc_conf();
     /* From here on dlsym may hand out the shim's wrappers (instrumented code may run). */
     __atomic_store_n(&dh__dlsym_ready, 1, __ATOMIC_RELEASE);

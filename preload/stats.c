@@ -56,6 +56,18 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
     DH__META_NUM("max_deferred_free_bytes", st.max_deferred_bytes);
     DH__META_NUM("replay_errors", st.replay_errors);
     DH__META_NUM("cross_strand_barriers", st.cross_strand_barriers);
+    DH__META_NUM("paired_groups", st.paired_groups);
+    DH__META_NUM("conflict_edges", st.conflict_edges);
+    DH__META_NUM("dependency_moves", st.dependency_moves);
+    DH__META_NUM("order_fallbacks", st.order_fallbacks);
+    DH__META_NUM("kick_flushes", st.kick_flushes);
+    if (dh_sched_mode() == DH_MODE_PLAN) {
+        DH__META_NUM("plan_iterations", st.plan_iterations);
+        DH__META_NUM("plan_desyncs", st.plan_desyncs);
+        DH__META_NUM("plan_resyncs", st.plan_resyncs);
+        DH__META_NUM("plan_matched_ops", st.plan_matched_ops);
+        DH__META_NUM("plan_unmatched_ops", st.plan_unmatched_ops);
+    }
 #undef DH__META_NUM
     return DH_OK;
 }
@@ -68,10 +80,9 @@ static dh_status_t dh__stats_meta(dh_table_t *t, const dh_config_t *cfg)
     host[sizeof(host) - 1] = '\0';
     snprintf(pid, sizeof(pid), "%ld", (long)getpid());
     DH_CHECK(dh_table_meta(t, "version", DH_CELL_STR, dh_version()));
-    /* The mode that ran: the deferring modes, or passthrough for anything else. */
-    int deferring = cfg->mode == DH_MODE_STRESS || cfg->mode == DH_MODE_STRANDS;
-    DH_CHECK(dh_table_meta(t, "mode", DH_CELL_STR,
-                           dh_mode_name(deferring ? cfg->mode : DH_MODE_PASSTHROUGH)));
+    /* The mode that ran (passthrough when a plan could not be used). */
+    int deferring = dh_sched_mode() != DH_MODE_PASSTHROUGH;
+    DH_CHECK(dh_table_meta(t, "mode", DH_CELL_STR, dh_mode_name(dh_sched_mode())));
     DH_CHECK(dh_table_meta(t, "requested_mode", DH_CELL_STR, dh_mode_name(cfg->mode)));
     DH_CHECK(dh_table_meta(t, "rank", DH_CELL_STR, dh_log_rank()));
     DH_CHECK(dh_table_meta(t, "host", DH_CELL_STR, host));

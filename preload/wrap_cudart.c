@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "breaks.h"
+#include "memtab.h"
 #include "wrap.h"
 
 #define DH_CAPTURE_WRAPPER(ret, name, params, args, CAPTURE) \
@@ -201,4 +202,16 @@ DH_HOOKS_CUDART_SYNC(DH_SYNC_WRAPPER)
 
 /* ---- FORWARD ---- */
 
-DH_HOOKS_CUDART_FORWARD(DH_HOOK_PASSTHROUGH)
+/* Forwarded, and remembered in the allocation table in the two-strand modes: a kernel
+ * argument pointing into this memory is then known by its whole allocation (memtab.h). A
+ * freed block's entry stays until a new allocation overlaps it: a stale entry can only make
+ * two ops look dependent, never independent. */
+DH_HOOK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaMalloc);
+    cudaError_t rc = real_(devPtr, size);
+    if (rc == cudaSuccess && devPtr && dh_sched_mirroring())
+        dh_memtab_add((uintptr_t)*devPtr, size, dh_sched_stamp(), -1);
+    dh__hook_leave();
+    return rc;
+}

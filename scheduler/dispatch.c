@@ -24,12 +24,14 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "profile_rec.h"
 #include "real.h"
 #include "sched_int.h"
 
 void dh__sched_mark_dispatcher(void);
 
 #define DH_KICK_MS 5       /* a queued record polled this long ago is issued unpaired */
+#define DH_KICK_STALL_MS 2000 /* plan mode: ... once nothing was submitted for this long */
 #define DH_WS_BYTES (64u << 20)
 
 typedef struct dh_devres {
@@ -43,11 +45,16 @@ typedef struct dh_devres {
 } dh_devres_t;
 
 typedef struct dh_item {
-    dh_op_t *op;       /* NULL: a cross-strand barrier, or a fence (strand DH_FENCE) */
+    dh_op_t *op;       /* NULL: a cross-strand barrier, a fence (strand DH_FENCE) or an
+                          edge (strand DH_EDGE) */
     int strand;        /* the physical stream to use */
+    int device;        /* DH_EDGE: (from stream, strand) -> (to stream, strand) */
+    cudaStream_t from, to;
+    int from_strand, to_strand;
 } dh_item_t;
 
 #define DH_FENCE 2     /* item strand of a fence: every stream of every strand meets */
+#define DH_EDGE 3      /* item strand of an edge: one physical stream waits for another */
 
 typedef struct dh_batch {
     dh_item_t *items;
@@ -55,6 +62,7 @@ typedef struct dh_batch {
 } dh_batch_t;
 
 static dh_devres_t dh__res[DH_MAX_DEVICES];
+static int dh__dirty[2]; /* dispatcher only: strand s issued work since the last barrier */
 static int dh__cur_dev = -1;
 static uint64_t dh__rng;
 
@@ -77,7 +85,21 @@ static int dh__push(dh_batch_t *b, dh_op_t *op, int strand)
         b->items = it;
         b->cap = cap;
     }
-    b->items[b->n++] = (dh_item_t){op, strand};
+    b->items[b->n++] = (dh_item_t){.op = op, .strand = strand};
+    return 0;
+}
+
+/* An edge: `to`'s physical stream waits for the work issued so far on `from`'s. */
+static int dh__push_edge(dh_batch_t *b, const dh_op_t *from, const dh_op_t *to)
+{
+    if (dh__push(b, NULL, DH_EDGE))
+        return -1;
+    dh_item_t *it = &b->items[b->n - 1];
+    it->device = to->device;
+    it->from = from->stream;
+    it->from_strand = from->strand;
+    it->to = to->stream;
+    it->to_strand = to->strand;
     return 0;
 }
 
@@ -143,7 +165,8 @@ static dh_vstream_t *dh__vstream_locked_get(int device, cudaStream_t s)
 /* ---- choosing the order ---- */
 
 /* Lock held. An op may be issued now if what it waits for is issued or ahead of it in
- * the batch, and the legacy stream's barrier semantics hold (see the file comment). */
+ * the batch, and the legacy stream's barrier semantics hold within its strand (see the
+ * file comment): min_seq and min_legacy are the strand's smallest held seqs. */
 static int dh__ready(const dh_op_t *op, uint64_t min_seq, uint64_t min_legacy)
 {
     if (op->kind == DH_OP_EVENT_WAIT) {
@@ -162,47 +185,63 @@ static void dh__mark_batched(dh_op_t *op)
         ((dh_evinst_t *)op->shim_event)->batched = 1;
 }
 
-static dh_op_t *dh__pop(dh_vstream_t *v)
+static dh_op_t *dh__pop(dh_vstream_t *v, int s)
 {
-    dh_op_t *op = v->head;
-    v->head = op->next;
-    if (!v->head)
-        v->tail = NULL;
+    dh_op_t *op = v->head[s];
+    v->head[s] = op->next;
+    if (!v->head[s])
+        v->tail[s] = NULL;
     op->next = NULL;
     return op;
 }
 
-/* Lock held. Smallest seq among held ops with group <= gmax, and among those on the
- * legacy stream. Each framework stream's ops are in program order, so heads suffice. */
-static void dh__minima(uint64_t gmax, uint64_t *min_seq, uint64_t *min_legacy)
+/* Lock held. Smallest seq among held ops of strand s (both strands when s < 0) with
+ * group <= gmax, and among those on the legacy stream. Each framework stream's ops of one
+ * strand are in program order, so heads suffice. */
+static void dh__minima(uint64_t gmax, int s, uint64_t *min_seq, uint64_t *min_legacy)
 {
     *min_seq = *min_legacy = UINT64_MAX;
     for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next) {
-        const dh_op_t *h = v->head;
-        if (!h || h->group > gmax)
-            continue;
-        if (h->seq < *min_seq)
-            *min_seq = h->seq;
-        if (dh__is_legacy(h) && h->seq < *min_legacy)
-            *min_legacy = h->seq;
+        for (int k = 0; k < 2; k++) {
+            const dh_op_t *h = v->head[k];
+            if (!h || h->group > gmax || (s >= 0 && k != s))
+                continue;
+            if (h->seq < *min_seq)
+                *min_seq = h->seq;
+            if (dh__is_legacy(h) && h->seq < *min_legacy)
+                *min_legacy = h->seq;
+        }
     }
 }
 
-/* Lock held. Appends every held op with group <= gmax in program order: the fallback
- * when a smarter order fails, always legal. */
+/* Lock held. Appends every held op with group <= gmax in program order on the framework
+ * streams themselves: the fallback when a smarter order fails, always legal (a barrier
+ * first joins whatever strand 1 ran before). */
 static int dh__order_seq(dh_batch_t *b, uint64_t gmax)
 {
+    if (dh__dirty[1]) {
+        dh__dirty[0] = dh__dirty[1] = 0;
+        dh__s.stats.cross_strand_barriers++;
+        if (dh__push(b, NULL, 0))
+            return -1;
+    }
     for (;;) {
         dh_vstream_t *best = NULL;
+        int bs = 0;
         for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next)
-            if (v->head && v->head->group <= gmax && (!best || v->head->seq < best->head->seq))
-                best = v;
+            for (int k = 0; k < 2; k++)
+                if (v->head[k] && v->head[k]->group <= gmax &&
+                    (!best || v->head[k]->seq < best->head[bs]->seq)) {
+                    best = v;
+                    bs = k;
+                }
         if (!best)
             return 0;
-        dh_op_t *op = dh__pop(best);
+        dh_op_t *op = dh__pop(best, bs);
         dh__mark_batched(op);
-        if (dh__push(b, op, op->kind == DH_OP_FREE_ASYNC ? 0 : op->strand))
+        if (dh__push(b, op, 0))
             return -1;
+        dh__dirty[0] = 1;
     }
 }
 
@@ -213,78 +252,201 @@ static int dh__order_stress(dh_batch_t *b, uint64_t gmax)
     dh_vstream_t *cand[256];
     for (;;) {
         uint64_t min_seq, min_legacy;
-        dh__minima(gmax, &min_seq, &min_legacy);
+        dh__minima(gmax, 0, &min_seq, &min_legacy);
         if (min_seq == UINT64_MAX)
             return 0;
         int n = 0;
         for (dh_vstream_t *v = dh__s.vstreams; v && n < 256; v = v->hh.next)
-            if (v->head && v->head->group <= gmax && dh__ready(v->head, min_seq, min_legacy))
+            if (v->head[0] && v->head[0]->group <= gmax &&
+                dh__ready(v->head[0], min_seq, min_legacy))
                 cand[n++] = v;
         if (n == 0)
             return -1; /* cannot happen: the oldest op is always ready */
         dh_vstream_t *v = cand[dh__rand() % (uint64_t)n];
-        dh_op_t *op = dh__pop(v);
+        dh_op_t *op = dh__pop(v, 0);
         dh__mark_batched(op);
         if (dh__push(b, op, 0))
             return -1;
     }
 }
 
-/* Lock held. Appends group g's ops: the two strands interleaved one op each (program order
- * within a strand), then a barrier, then the group's frees. */
+/* Lock held. Before op (strand s) runs beside the ops of the other strand already issued
+ * in this group, it waits for each one whose memory it shares (one edge per physical
+ * stream: waiting for the latest record covers everything issued there before). */
+static int dh__edges(dh_batch_t *b, const dh_op_t *op, dh_op_t **issued, size_t nissued)
+{
+    cudaStream_t seen[8];
+    int nseen = 0;
+    for (size_t i = nissued; i-- > 0;) {
+        const dh_op_t *y = issued[i];
+        if (y->strand == op->strand || !dh__ops_conflict(op, y))
+            continue;
+        int dup = 0;
+        for (int k = 0; k < nseen; k++)
+            dup |= seen[k] == y->stream;
+        if (dup)
+            continue;
+        if (nseen < 8)
+            seen[nseen++] = y->stream;
+        if (dh__push_edge(b, y, op))
+            return -1;
+        dh__s.stats.conflict_edges++;
+    }
+    return 0;
+}
+
+/* Lock held. Says once why no held op of group g can be issued (a wait whose record comes
+ * later in the plan's order, or the legacy stream's rule), then the caller falls back. */
+static void dh__stuck(uint64_t g, const uint64_t min_seq[2], const uint64_t min_legacy[2])
+{
+    static int said;
+    if (said++)
+        return;
+    for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next)
+        for (int s = 0; s < 2; s++) {
+            const dh_op_t *h = v->head[s];
+            if (!h || h->group > g)
+                continue;
+            const dh_evinst_t *i = h->kind == DH_OP_EVENT_WAIT ? h->shim_event : NULL;
+            DH_WARN(SCHED, "group %llu cannot proceed: strand %d head %s seq %llu group %llu%s%s "
+                    "(strand minima %llu/%llu legacy %llu/%llu)", (unsigned long long)g, s,
+                    dh_op_kind_name(h->kind), (unsigned long long)h->seq,
+                    (unsigned long long)h->group, i && !i->recorded && !i->batched ?
+                    ", waits for a record not issued yet" : "", h->after0 ? ", after strand 0" : "",
+                    (unsigned long long)min_seq[0], (unsigned long long)min_seq[1],
+                    (unsigned long long)min_legacy[0], (unsigned long long)min_legacy[1]);
+        }
+}
+
+/* Lock held. The strand whose op the plan wants next in this group ('a' is strand 0). */
+static int dh__want(const dh_op_t *op, size_t k, int turn)
+{
+    const char *pat = op ? dh__plan_order(op->lgroup) : NULL;
+    if (pat && k < strlen(pat))
+        return pat[k] == 'b';
+    return turn;
+}
+
+/* Lock held. Appends group g's ops: the two strands interleaved in the plan's order (one
+ * op each without a plan), program order within a strand and framework stream, then a
+ * barrier, then the group's frees. */
 static int dh__order_group(dh_batch_t *b, uint64_t g)
 {
     dh_op_t *frees = NULL, **ftail = &frees;
-    int turn = 0;
-    size_t start = b->n;
+    int turn = 0, used[2] = {0, 0}, fenced = 0;
+    /* Work a strand issued before this call (earlier groups, or an earlier part of this
+     * one) must finish before the other strand's work of this group starts. */
+    int prev[2] = {dh__dirty[0], dh__dirty[1]};
+    size_t k = 0;
+    dh_op_t **issued = NULL;
+    size_t nissued = 0, capissued = 0;
+    int rc = 0;
     for (;;) {
-        uint64_t min_seq, min_legacy;
-        dh__minima(g, &min_seq, &min_legacy);
-        if (min_seq == UINT64_MAX)
+        uint64_t min_seq[2], min_legacy[2];
+        dh__minima(g, 0, &min_seq[0], &min_legacy[0]);
+        dh__minima(g, 1, &min_seq[1], &min_legacy[1]);
+        if (min_seq[0] == UINT64_MAX && min_seq[1] == UINT64_MAX)
             break;
         dh_vstream_t *best[2] = {NULL, NULL};
         for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next) {
-            dh_op_t *h = v->head;
-            if (!h || h->group > g || !dh__ready(h, min_seq, min_legacy))
-                continue;
-            if (!best[h->strand] || h->seq < best[h->strand]->head->seq)
-                best[h->strand] = v;
+            for (int s = 0; s < 2; s++) {
+                dh_op_t *h = v->head[s];
+                if (!h || h->group > g || !dh__ready(h, min_seq[s], min_legacy[s]))
+                    continue;
+                if (h->after0 && min_seq[0] != UINT64_MAX)
+                    continue; /* waits for the group's strand-0 ops (sched.c) */
+                if (!best[s] || h->seq < best[s]->head[s]->seq)
+                    best[s] = v;
+            }
         }
-        dh_vstream_t *v = best[turn] ? best[turn] : best[!turn];
-        if (!v)
-            return -1;
-        dh_op_t *op = dh__pop(v);
-        turn = !op->strand;
+        const dh_op_t *any = best[0] ? best[0]->head[0] : best[1] ? best[1]->head[1] : NULL;
+        int want = dh__want(any, k, turn);
+        int s = best[want] ? want : !want;
+        if (!best[s]) {
+            dh__stuck(g, min_seq, min_legacy);
+            rc = -1;
+            break;
+        }
+        dh_op_t *op = dh__pop(best[s], s);
+        turn = !s;
         if (op->kind == DH_OP_FREE_ASYNC) {
             *ftail = op;
             ftail = &op->next;
             continue;
         }
+        k++;
         dh__mark_batched(op);
         if (op->pinned) {
             /* Kept in program order on its framework stream and fenced on both sides against
              * every physical stream, so it never runs beside the other strand's work. */
-            if (dh__push(b, NULL, DH_FENCE) || dh__push(b, op, 0) || dh__push(b, NULL, DH_FENCE))
-                return -1;
+            if (dh__push(b, NULL, DH_FENCE) || dh__push(b, op, 0) || dh__push(b, NULL, DH_FENCE)) {
+                rc = -1;
+                break;
+            }
             dh__s.stats.cross_strand_barriers += 2;
+            nissued = 0; /* the fences ordered everything before them */
+            prev[0] = prev[1] = dh__dirty[0] = dh__dirty[1] = 0;
             continue;
         }
-        if (dh__push(b, op, op->strand))
-            return -1;
+        if (op->after0 && !fenced && (used[0] || prev[0])) {
+            /* It depends on strand-0 work of its group on any stream (sched.c): everything
+             * issued so far finishes first. All of the group's strand-0 ops are out by now. */
+            if (dh__push(b, NULL, DH_FENCE)) {
+                rc = -1;
+                break;
+            }
+            dh__s.stats.cross_strand_barriers++;
+            fenced = 1;
+            nissued = 0;
+            prev[0] = prev[1] = dh__dirty[0] = dh__dirty[1] = 0;
+        } else if (prev[!op->strand]) {
+            if (dh__push(b, NULL, 0)) {
+                rc = -1;
+                break;
+            }
+            dh__s.stats.cross_strand_barriers++;
+            nissued = 0;
+            prev[0] = prev[1] = dh__dirty[0] = dh__dirty[1] = 0;
+        }
+        if (dh__edges(b, op, issued, nissued) || dh__push(b, op, op->strand)) {
+            rc = -1;
+            break;
+        }
+        used[op->strand] = dh__dirty[op->strand] = 1;
+        if (op->nacc != 0) {
+            if (nissued == capissued) {
+                size_t cap = capissued ? capissued * 2 : 64;
+                dh_op_t **g2 = realloc(issued, cap * sizeof *g2);
+                if (!g2) {
+                    rc = -1;
+                    break;
+                }
+                issued = g2;
+                capissued = cap;
+            }
+            issued[nissued++] = op;
+        }
     }
-    if (b->n == start && !frees)
-        return 0; /* nothing of group g was held: no barrier to run */
-    dh__s.stats.cross_strand_barriers++;
-    if (dh__push(b, NULL, 0))
-        return -1;
+    free(issued);
+    if (used[0] && used[1])
+        dh__s.stats.paired_groups++;
+    /* Frees run on the framework streams (strand 0) once every use of their memory by
+     * either strand is done. */
+    if (frees && dh__dirty[1]) {
+        if (dh__push(b, NULL, 0))
+            rc = -1;
+        dh__s.stats.cross_strand_barriers++;
+        dh__dirty[0] = dh__dirty[1] = 0;
+    }
     while (frees) {
         dh_op_t *op = frees;
         frees = op->next;
         op->next = NULL;
         if (dh__push(b, op, 0))
-            return -1;
+            rc = -1;
+        dh__dirty[0] = 1;
     }
-    return 0;
+    return rc;
 }
 
 /* ---- replay ---- */
@@ -350,17 +512,33 @@ static int dh__join(int dev, cudaStream_t a, cudaStream_t b)
 static int dh__barrier(void)
 {
     int rc = 0;
+    const dh_real_t *R = dh_real();
     pthread_mutex_lock(&dh__s.lock);
     uint64_t gen = ++dh__s.join_gen;
     for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next) {
         if (!v->phys[1])
             continue;
+        /* Only the directions that carry new work: a strand that issued nothing on this
+         * framework stream since the last join has nothing the other must wait for. */
+        int w1 = v->since[1], w0 = v->since[0] || v->fwd_seen != dh__s.fwd_epoch;
+        v->since[0] = v->since[1] = 0;
         v->joined = gen;
         v->fwd_seen = dh__s.fwd_epoch; /* forwarded work so far precedes the join below */
         cudaStream_t a = v->phys[0], b = v->phys[1];
         int dev = v->key.device;
+        if (!w0 && !w1)
+            continue;
         pthread_mutex_unlock(&dh__s.lock);
-        rc |= dh__join(dev, a, b);
+        dh__set_device(dev);
+        if (dh__devres(dev)) {
+            rc = -1;
+        } else {
+            cudaEvent_t *bar = dh__res[dev].bar;
+            if (w0)
+                rc |= R->cudaEventRecord(bar[0], a) | R->cudaStreamWaitEvent(b, bar[0], 0);
+            if (w1)
+                rc |= R->cudaEventRecord(bar[1], b) | R->cudaStreamWaitEvent(a, bar[1], 0);
+        }
         pthread_mutex_lock(&dh__s.lock);
     }
     pthread_mutex_unlock(&dh__s.lock);
@@ -498,6 +676,36 @@ static int dh__replay_one(dh_op_t *op, int strand)
     return dh_op_replay(op, &ctx);
 }
 
+/* Profile mode brackets every stream op with two events (profile_rec.h). */
+static int dh__replay_timed(dh_op_t *op, int strand)
+{
+    if (!op->prof || op->kind == DH_OP_EVENT_RECORD || op->kind == DH_OP_EVENT_WAIT ||
+        op->kind == DH_OP_FREE_ASYNC)
+        return dh__replay_one(op, strand);
+    cudaStream_t s = dh__physical(op->device, op->stream, strand);
+    dh__set_device(op->device);
+    dh_prof_bracket(op->prof, s, 1);
+    int rc = dh__replay_one(op, strand);
+    dh_prof_bracket(op->prof, s, 0);
+    return rc;
+}
+
+/* An edge item: the physical stream of (to, to_strand) waits for everything issued so far
+ * on that of (from, from_strand). */
+static int dh__edge(const dh_item_t *it)
+{
+    const dh_real_t *R = dh_real();
+    cudaStream_t a = dh__physical(it->device, it->from, it->from_strand);
+    cudaStream_t b = dh__physical(it->device, it->to, it->to_strand);
+    if ((it->from_strand && !a) || (it->to_strand && !b))
+        return -1;
+    dh__set_device(it->device);
+    if (dh__devres(it->device))
+        return -1;
+    cudaEvent_t e = dh__res[it->device].order;
+    return R->cudaEventRecord(e, a) | R->cudaStreamWaitEvent(b, e, 0);
+}
+
 /* Lock held. Bookkeeping once op has been replayed with status rc. */
 static void dh__retire(dh_op_t *op, int rc)
 {
@@ -527,8 +735,9 @@ static uint64_t dh__low_water(void)
 {
     uint64_t low = dh__s.in_head ? dh__s.in_head->seq : dh__s.next_seq;
     for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next)
-        if (v->head && v->head->seq < low)
-            low = v->head->seq;
+        for (int k = 0; k < 2; k++)
+            if (v->head[k] && v->head[k]->seq < low)
+                low = v->head[k]->seq;
     return low;
 }
 
@@ -538,10 +747,16 @@ static void dh__run(dh_batch_t *b)
     pthread_mutex_unlock(&dh__s.lock);
     for (size_t i = 0; i < b->n; i++) {
         dh_op_t *op = b->items[i].op;
-        int rc = op ? dh__replay_one(op, b->items[i].strand)
-                    : b->items[i].strand == DH_FENCE ? dh__fence() : dh__barrier();
+        const dh_item_t *it = &b->items[i];
+        int rc = op                     ? dh__replay_timed(op, it->strand)
+                 : it->strand == DH_FENCE ? dh__fence()
+                 : it->strand == DH_EDGE  ? dh__edge(it)
+                                          : dh__barrier();
         if (op) {
             pthread_mutex_lock(&dh__s.lock);
+            dh_vstream_t *v = dh__vstream_get(op->device, op->stream);
+            if (v)
+                v->since[it->strand ? 1 : 0] = 1;
             dh__retire(op, rc);
             pthread_mutex_unlock(&dh__s.lock);
         } else if (rc) {
@@ -552,9 +767,19 @@ static void dh__run(dh_batch_t *b)
     b->n = 0;
 }
 
-/* Lock held. Moves submitted ops to their framework streams; returns the highest group
- * seen so far. */
-static uint64_t dh__intake(uint64_t gmax)
+/* Lock held. Smallest group among held ops (UINT64_MAX when none). */
+static uint64_t dh__min_group(void)
+{
+    uint64_t g = UINT64_MAX;
+    for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next)
+        for (int k = 0; k < 2; k++)
+            if (v->head[k] && v->head[k]->group < g)
+                g = v->head[k]->group;
+    return g;
+}
+
+/* Lock held. Moves submitted ops to their framework streams. */
+static void dh__intake(void)
 {
     while (dh__s.in_head) {
         dh_op_t *op = dh__s.in_head;
@@ -571,15 +796,13 @@ static uint64_t dh__intake(uint64_t gmax)
             dh__retire(op, rc);
             continue;
         }
-        if (v->tail)
-            v->tail->next = op;
+        int k = op->strand == 1;
+        if (v->tail[k])
+            v->tail[k]->next = op;
         else
-            v->head = op;
-        v->tail = op;
-        if (op->group > gmax)
-            gmax = op->group;
+            v->head[k] = op;
+        v->tail[k] = op;
     }
-    return gmax;
 }
 
 static void dh__wait_work(void)
@@ -604,40 +827,57 @@ void *dh__dispatch_main(void *arg)
     dh__sched_mark_dispatcher();
     dh__rng = (uint64_t)dh_config()->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
     dh_batch_t b = {0};
-    uint64_t gmax = 0, issued_groups = 0; /* groups below issued_groups are out */
     pthread_mutex_lock(&dh__s.lock);
     for (;;) {
-        gmax = dh__intake(gmax);
-        int kicked = dh__s.kick_ms && dh__wall_ms() - dh__s.kick_ms >= DH_KICK_MS;
+        dh__intake();
+        int kicked = dh__s.kick_ms && dh__wall_ms() - dh__s.kick_ms >= DH_KICK_MS && !getenv("NOKICK");
+        /* In plan mode a polled record is issued early only once the program has stopped
+         * submitting for a long while (it must be waiting for that record): an early flush
+         * at a point another rank does not flush at would change the order of one
+         * communicator's calls on this rank only. */
+        if (kicked && dh__s.mode == DH_MODE_PLAN &&
+            dh__wall_ms() - dh__s.last_submit_ms < DH_KICK_STALL_MS)
+            kicked = 0, dh__s.kick_ms = dh__wall_ms() - DH_KICK_MS;
         int flush = dh__s.flush_upto > dh__s.low_water || kicked || dh__s.stop;
         int rc = 0;
-        if (dh__s.mode == DH_MODE_STRANDS) {
-            /* A group is complete once a later one has started. */
-            uint64_t upto = flush ? gmax : (gmax ? gmax - 1 : 0);
-            for (uint64_t g = issued_groups; g <= upto && rc == 0; g++)
-                if (flush || g < gmax)
-                    rc = dh__order_group(&b, g);
-            if (flush)
-                issued_groups = gmax;
-            else if (gmax > issued_groups)
-                issued_groups = gmax;
+        if (dh__s.mode == DH_MODE_STRANDS || dh__s.mode == DH_MODE_PLAN) {
+            /* Groups below the release mark are complete; held groups go out in order. */
+            for (;;) {
+                uint64_t g = dh__min_group();
+                if (g == UINT64_MAX || (!flush && g >= dh__s.release) || rc)
+                    break;
+                rc = dh__order_group(&b, g);
+            }
+        } else if (dh__s.mode == DH_MODE_PROFILE) {
+            rc = dh__order_seq(&b, UINT64_MAX);
         } else if (flush) {
             rc = dh__order_stress(&b, UINT64_MAX);
         }
         if (rc) {
-            DH_ERROR(SCHED, "internal error ordering held operations; issuing in program order");
-            if (dh__order_seq(&b, UINT64_MAX) == 0)
-                dh__s.stats.cross_strand_barriers += dh__push(&b, NULL, 0) == 0;
+            DH_WARN_ONCE(SCHED, "held operations could not be ordered as planned; issuing them "
+                         "in program order");
+            dh__s.stats.order_fallbacks++;
+            dh__order_seq(&b, UINT64_MAX);
         }
-        if (kicked)
+        /* A drain is followed by a synchronising call on a framework stream (or event):
+         * strand 1's work must be behind what that call waits for. */
+        if (flush && dh__dirty[1] && dh__push(&b, NULL, 0) == 0) {
+            dh__s.stats.cross_strand_barriers++;
+            dh__dirty[0] = dh__dirty[1] = 0;
+        }
+        if (kicked) {
             dh__s.kick_ms = 0;
+            dh__s.stats.kick_flushes++;
+        }
         if (b.n)
             dh__run(&b);
         dh__s.low_water = dh__low_water();
         pthread_cond_broadcast(&dh__s.done);
         if (dh__s.stop && !dh__s.in_head && dh__s.low_water >= dh__s.next_seq)
             break;
-        if (!dh__s.in_head && dh__s.flush_upto <= dh__s.low_water)
+        if (!dh__s.in_head && dh__s.flush_upto <= dh__s.low_water &&
+            (dh__min_group() >= dh__s.release || (dh__s.mode != DH_MODE_STRANDS &&
+                                                   dh__s.mode != DH_MODE_PLAN)))
             dh__wait_work();
     }
     pthread_mutex_unlock(&dh__s.lock);

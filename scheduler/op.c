@@ -305,5 +305,16 @@ size_t dh_op_bytes(const dh_op_t *op)
 
 void dh_op_free(dh_op_t *op)
 {
+    if (op)
+        free(op->acc);
     free(op);
 }
+
+void dh__memset_view(const dh_op_t *op, void **dst, size_t *n)
+{
+    const dh__memset_pl_t *p = (const dh__memset_pl_t *)op->payload;
+    *dst = p->dst;
+    *n = p->n;
+}
+
+void *dh__free_ptr(const dh_op_t *op) { return ((const dh__free_pl_t *)op->payload)->ptr; }

@@ -73,6 +73,7 @@ typedef struct dh_replay_ctx {
 } dh_replay_ctx_t;
 
 typedef struct dh_op dh_op_t;
+typedef struct dh_op_access dh_op_access_t;
 
 struct dh_op {
     dh_op_kind_t kind;
@@ -90,6 +91,12 @@ struct dh_op {
     size_t free_bytes;            /* FREE_ASYNC: size of the block (scheduler) */
     int pinned;                   /* set by the capturer: never co-run with the other strand
                                      (a collective of a communicator the policy pins) */
+    int lgroup;                   /* plan mode: the template group (-1 none), for the order */
+    int after0;                   /* two strands: issue after the group's strand-0 ops (it
+                                     depends on one of them) */
+    int nacc;                     /* two-strand modes: accesses in acc, -1 anything */
+    dh_op_access_t *acc;          /* owned (malloc), or NULL */
+    uint64_t prof;                /* profile mode: record number + 1, 0 none */
     size_t payload_size;
     unsigned char payload[];      /* kind-specific, owned; see op.c */
 };
@@ -156,6 +163,55 @@ dh_status_t dh_op_capture_free_async(dh_op_t **out, void *p, cudaStream_t s);
 /* Replays op on ctx (dispatcher thread). Returns the API's status as an int (cudaError_t,
  * CUresult or cublasStatus_t: 0 is success in all three). */
 int dh_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx);
+
+/* ---- what an op is and what it touches (op_desc.c) ---- */
+
+/* The op's identity for profiles and plan matching. sig hashes the kind and the static
+ * parameters (kernel name and block, GEMM transposes and types, collective, data type,
+ * reduction and communicator); shape hashes the sizes that may vary with the data (grid,
+ * m/n/k, counts). cls is a dh_opclass_t (plan/plan.h). name is for people and for
+ * `dhelix profile-pairs` (docs/plan-format.md gives its forms). */
+typedef struct dh_op_desc {
+    int cls;
+    uint64_t sig, shape;
+    char name[64];
+    const void *comm;             /* NCCL: the registry entry of its (first) communicator */
+    uint64_t bytes;               /* a collective's or copy's payload on this rank */
+    double flops;                 /* GEMMs: 2mnk x batch */
+} dh_op_desc_t;
+
+/* Fills *d. Any thread; the op is not modified. Kernel names are looked up once per
+ * function (cudaFuncGetName / cuFuncGetName, else the symbol or object offset). */
+void dh_op_describe(const dh_op_t *op, dh_op_desc_t *d);
+
+/* One range of memory an op reads or writes. write: 0 read, 1 written, 2 maybe written
+ * (a kernel's pointer argument: the shim cannot tell what a kernel does with it). */
+struct dh_op_access {
+    uintptr_t lo;
+    size_t len;
+    int write;
+    uint64_t born;                /* when its allocation was made (memtab.h), 0 unknown */
+    int astrand;                  /* the strand the allocation was made for, -1 unknown */
+};
+
+#define DH_ACCESS_MAYBE 2
+
+#define DH_OP_ACCESS_MAX 12
+
+/* The memory op reads and writes into acc[0..max): exact ranges for copies, GEMMs and
+ * collectives; for kernels and cuBLASLt, the whole allocation (memtab.h) that each
+ * pointer-sized argument value falls in, as "maybe written" (arguments that are not
+ * pointers to known allocations are ignored). Returns the count, or -1 when the op may
+ * touch anything (a host function, more ranges than max). Call on the capturing thread,
+ * when the allocation table still describes the memory the op was given.
+ *
+ * Two accesses conflict when they overlap and one of them writes (sched.c): a "maybe"
+ * access writes when its allocation is young (made during the current iteration: the
+ * tensors a micro-batch produces) and reads when it is older (weights, gradient buffers,
+ * optimizer state, which the kernels of two micro-batches share all the time). A program
+ * whose kernels write long-lived memory that the other micro-batch also uses (a shared
+ * scratch buffer other than cuBLAS's workspace) is outside what the shim can see (README). */
+int dh_op_footprint(const dh_op_t *op, dh_op_access_t *acc, int max);
 
 /* Bytes the payload holds (for the deferred-bytes limit and statistics). */
 size_t dh_op_bytes(const dh_op_t *op);

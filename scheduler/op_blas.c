@@ -250,3 +250,13 @@ int dh__replay_gemm(dh_op_t *op, const dh_replay_ctx_t *ctx)
     return fn(ctx->blas, p->ta, p->tb, p->m, p->n, p->k, p->alpha, p->A, p->at, p->lda, p->B,
               p->bt, p->ldb, p->beta, p->C, p->ct, p->ldc, p->compute, p->algo);
 }
+
+void dh__gemm_view(const dh_op_t *op, dh__gemm_view_t *v)
+{
+    const dh__gemm_pl_t *p = (const dh__gemm_pl_t *)op->payload;
+    *v = (dh__gemm_view_t){.sgemm = p->sgemm, .batch = p->batch, .sa = p->sa, .sb = p->sb,
+                           .sc = p->sc, .ta = p->ta, .tb = p->tb, .m = p->m, .n = p->n,
+                           .k = p->k, .lda = p->lda, .ldb = p->ldb, .ldc = p->ldc, .A = p->A,
+                           .B = p->B, .C = p->C, .at = p->at, .bt = p->bt, .ct = p->ct,
+                           .compute = p->compute};
+}

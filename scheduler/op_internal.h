@@ -54,6 +54,41 @@ void dh__rt_quiet_end(const dh_real_t *r);
 /* Size in bytes of one scalar of a cudaDataType, 0 for types no GEMM scales by. */
 size_t dh__dtype_size(cudaDataType t);
 
+/* ---- per-kind views for op_desc.c (what each payload holds, read-only) ---- */
+void dh__memset_view(const dh_op_t *op, void **dst, size_t *n);
+void *dh__free_ptr(const dh_op_t *op);
+void dh__kernel_view(const dh_op_t *op, const void **func, unsigned grid[3], unsigned block[3],
+                     size_t *shmem, const unsigned char **args, size_t *args_size);
+/* The values of a kernel's pointer-sized parameters (at most max into out): only whole
+ * parameters, never bytes inside a struct parameter, whose padding may hold whatever the
+ * caller's stack held. */
+size_t dh__kernel_pointer_params(const dh_op_t *op, uintptr_t *out, size_t max);
+typedef struct dh__gemm_view {
+    int sgemm, batch;
+    long long sa, sb, sc;
+    cublasOperation_t ta, tb;
+    int m, n, k, lda, ldb, ldc;
+    const void *A, *B;
+    void *C;
+    cudaDataType at, bt, ct;
+    cublasComputeType_t compute;
+} dh__gemm_view_t;
+void dh__gemm_view(const dh_op_t *op, dh__gemm_view_t *v);
+typedef struct dh__lt_view {
+    const void *A, *B, *C;
+    void *D;
+    int32_t ta, tb;             /* cublasOperation_t from the descriptor (0 when absent) */
+    uint64_t m, n, k;           /* from the D (or C) and A layouts; 0 when absent */
+    int32_t type;               /* cudaDataType of A (-1 when absent) */
+    int32_t batch;              /* batch count of D (1 when absent) */
+    uint32_t epilogue;
+    const void *ptrs[4];        /* bias, aux and scale pointers set in the descriptor */
+    int nptrs;
+} dh__lt_view_t;
+void dh__lt_view(const dh_op_t *op, dh__lt_view_t *v);
+void dh__copy_view(const dh_op_t *op, void **dst, const void **src, size_t *n,
+                   enum cudaMemcpyKind *kind, int *src_owned);
+
 /* ---- per-kind replays (ctx: the dispatcher's; returns the API's status as an int) ---- */
 int dh__replay_kernel(dh_op_t *op, const dh_replay_ctx_t *ctx);
 int dh__replay_cu_kernel(dh_op_t *op, const dh_replay_ctx_t *ctx);

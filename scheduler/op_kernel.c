@@ -193,6 +193,9 @@ typedef struct dh__kernel_pl {
     void **argv;          /* argv[i] -> parameter i in the packed copy; NULL when none */
     void **extra;         /* driver packed-buffer launch: an owned extra list, else NULL */
     size_t extra_size;    /* what extra's CU_LAUNCH_PARAM_BUFFER_SIZE entry points at */
+    uint32_t args_off;    /* the packed argument copy: payload offset and size */
+    uint32_t args_size;
+    const dh__pinfo_t *pinfo; /* parameter layout (cached for good), NULL for `extra` */
 } dh__kernel_pl_t;
 _Static_assert(_Alignof(dh__kernel_pl_t) <= 8, "a payload starts 8-byte aligned");
 
@@ -340,6 +343,9 @@ static dh_status_t dh__capture_launch(dh_op_t **out, const dh__launch_t *l)
     p->argv = NULL;
     p->extra = NULL;
     p->extra_size = 0;
+    p->args_off = (uint32_t)o_args;
+    p->args_size = (uint32_t)args_size;
+    p->pinfo = pi;
     if (attr_bytes > 0) {
         memcpy(base + o_attrs, l->attrs, attr_bytes);
         p->attrs = base + o_attrs;
@@ -496,4 +502,36 @@ int dh__replay_cu_kernel(dh_op_t *op, const dh_replay_ctx_t *ctx)
                         .hStream = (CUstream)ctx->stream, .attrs = (CUlaunchAttribute *)p->attrs,
                         .numAttrs = p->num_attrs};
     return fn(&c, f, p->argv, p->extra);
+}
+
+void dh__kernel_view(const dh_op_t *op, const void **func, unsigned grid[3], unsigned block[3],
+                     size_t *shmem, const unsigned char **args, size_t *args_size)
+{
+    const dh__kernel_pl_t *p = (const dh__kernel_pl_t *)op->payload;
+    *func = p->func;
+    memcpy(grid, p->grid, sizeof p->grid);
+    memcpy(block, p->block, sizeof p->block);
+    *shmem = p->shmem;
+    /* Under the kernel_args test break the arguments were not copied: none to read. */
+    int owned = p->argv == NULL || (const unsigned char *)p->argv > op->payload;
+    *args = owned ? op->payload + p->args_off : NULL;
+    *args_size = owned ? p->args_size : 0;
+}
+
+size_t dh__kernel_pointer_params(const dh_op_t *op, uintptr_t *out, size_t max)
+{
+    const dh__kernel_pl_t *p = (const dh__kernel_pl_t *)op->payload;
+    int owned = p->argv == NULL || (const unsigned char *)p->argv > op->payload;
+    if (!owned || !p->pinfo)
+        return 0;
+    size_t n = 0;
+    for (uint32_t i = 0; i < p->pinfo->nparams && n < max; i++) {
+        if (p->pinfo->p[i].size != sizeof(uintptr_t))
+            continue;
+        uintptr_t v;
+        memcpy(&v, op->payload + p->args_off + p->pinfo->p[i].off, sizeof v);
+        if (v)
+            out[n++] = v;
+    }
+    return n;
 }

@@ -421,3 +421,42 @@ int dh__replay_lt(dh_op_t *op, const dh_replay_ctx_t *ctx)
         r->cublasLtMatmulDescDestroy(desc);
     return st;
 }
+
+void dh__lt_view(const dh_op_t *op, dh__lt_view_t *v)
+{
+    const unsigned char *base = op->payload;
+    const dh__lt_pl_t *p = (const dh__lt_pl_t *)base;
+    memset(v, 0, sizeof *v);
+    v->A = p->A;
+    v->B = p->B;
+    v->C = p->C;
+    v->D = p->D;
+    v->type = -1;
+    v->batch = 1;
+    dh__lt_value(base, &p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &v->ta, sizeof v->ta);
+    dh__lt_value(base, &p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &v->tb, sizeof v->tb);
+    dh__lt_value(base, &p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &v->epilogue, sizeof v->epilogue);
+    static const cublasLtMatmulDescAttributes_t ptr_attrs[] = {
+        CUBLASLT_MATMUL_DESC_BIAS_POINTER, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+        CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER};
+    for (size_t i = 0; i < sizeof ptr_attrs / sizeof ptr_attrs[0]; i++) {
+        const void *q = NULL;
+        if (dh__lt_value(base, &p->desc, ptr_attrs[i], &q, sizeof q) == 0 && q)
+            v->ptrs[v->nptrs++] = q;
+    }
+    const dh__lt_obj_t *d = p->layout[3].present ? &p->layout[3] : &p->layout[2];
+    if (d->present) {
+        dh__lt_value(base, d, CUBLASLT_MATRIX_LAYOUT_ROWS, &v->m, sizeof v->m);
+        dh__lt_value(base, d, CUBLASLT_MATRIX_LAYOUT_COLS, &v->n, sizeof v->n);
+        dh__lt_value(base, d, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &v->batch, sizeof v->batch);
+    }
+    if (p->layout[0].present) {
+        uint64_t r = 0, c = 0;
+        dh__lt_value(base, &p->layout[0], CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof r);
+        dh__lt_value(base, &p->layout[0], CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof c);
+        v->k = v->ta == CUBLAS_OP_N ? c : r;
+        uint32_t t = 0;
+        if (dh__lt_value(base, &p->layout[0], CUBLASLT_MATRIX_LAYOUT_TYPE, &t, sizeof t) == 0)
+            v->type = (int32_t)t;
+    }
+}

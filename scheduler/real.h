@@ -45,6 +45,7 @@
       (const cudaLaunchConfig_t *config, const void *func, void **args))                    \
     X(CUDART, cudaError_t, cudaFuncGetParamInfo,                                            \
       (const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))        \
+    X(CUDART, cudaError_t, cudaFuncGetName, (const char **name, const void *func))          \
     X(CUDART, cudaError_t, cudaMemcpyAsync,                                                 \
       (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,                  \
        cudaStream_t stream))                                                                \
@@ -94,7 +95,8 @@
     X(DRIVER, CUresult, cuFuncGetParamInfo,                                                 \
       (CUfunction func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))         \
     X(DRIVER, CUresult, cuKernelGetParamInfo,                                               \
-      (CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize))
+      (CUkernel kernel, size_t paramIndex, size_t *paramOffset, size_t *paramSize))         \
+    X(DRIVER, CUresult, cuFuncGetName, (const char **name, CUfunction hfunc))
 
 #define DH_REAL_CUBLAS(X)                                                                   \
     X(CUBLAS, cublasStatus_t, cublasCreate_v2, (cublasHandle_t *handle))                    \

@@ -12,8 +12,11 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "memtab.h"
+#include "profile_rec.h"
 #include "real.h"
 #include "sched_int.h"
+#include "tracker.h"
 
 dh_sched_state_t dh__s = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -24,6 +27,7 @@ dh_sched_state_t dh__s = {
 };
 
 static __thread int dh__tls_thread = -1;
+static __thread int64_t dh__tls_alloc; /* stream-ordered bytes allocated since the last op */
 static __thread int dh__tls_is_dispatcher;
 static atomic_int dh__thread_count;
 static atomic_int dh__capturing;
@@ -116,16 +120,24 @@ static int dh__bind_event(dh_op_t *op)
     return 0;
 }
 
-/* ---- strand tracker: the test rule of issuing-thread phases ----
- * Each maximal run of ops from one thread is a phase. Odd phases (the backward thread of
- * micro-batch i) run on strand 0, even phases (the forward of i+1) on strand 1, and
- * phases 2k-1 and 2k form co-execution group k. The plan issue replaces this rule with
- * template matching. */
-static void dh__assign_strand(dh_op_t *op)
+/* ---- strand assignment (lock held) ----
+ * strands (a test mode): each maximal run of ops from one thread is a phase. Odd phases
+ * (the backward thread of micro-batch i) run on strand 0, even phases (the forward of i+1)
+ * on strand 1, and phases 2k-1 and 2k form co-execution group k.
+ * plan: the strand tracker (tracker.c) matches the plan's template.
+ * Everything else: one strand, one group, in program order. */
+static void dh__assign_strand(dh_op_t *op, const dh_op_desc_t *d, int *flush)
 {
+    *flush = 0;
+    op->lgroup = -1;
+    if (dh__s.mode == DH_MODE_PLAN && dh__s.reorder_allowed) {
+        dh_tracker_assign(op, d, flush);
+        return;
+    }
     if (dh__s.mode != DH_MODE_STRANDS || !dh__s.reorder_allowed) {
         op->strand = 0;
         op->group = 0;
+        dh__s.release = 1;
         return;
     }
     if (op->thread != dh__s.last_thread) {
@@ -135,48 +147,66 @@ static void dh__assign_strand(dh_op_t *op)
     }
     op->strand = (dh__s.phase % 2 == 1) ? 0 : 1;
     op->group = (dh__s.phase + 1) / 2;
+    if (op->group > dh__s.release)
+        dh__s.release = op->group; /* a group is complete once a later one has started */
 }
 
-/* ---- sizes of stream-ordered allocations (lock held) ---- */
+const char *dh__plan_order(int lgroup) { return dh_tracker_order(lgroup); }
 
-typedef struct dh_allocsz {
-    void *key;
-    size_t size;
+/* Small ordinals of framework streams, in order of first use (profiles name streams so). */
+typedef struct dh__sord {
+    cudaStream_t key;
+    int ord;
     UT_hash_handle hh;
-} dh_allocsz_t;
+} dh__sord_t;
+static dh__sord_t *dh__sords; /* lock */
+static int dh__nsords = 1;    /* lock; 0 is the legacy stream */
+
+static int dh__stream_ordinal(cudaStream_t s)
+{
+    if (s == NULL || s == cudaStreamLegacy)
+        return 0;
+    dh__sord_t *e;
+    HASH_FIND_PTR(dh__sords, &s, e);
+    if (!e && (e = malloc(sizeof *e))) {
+        e->key = s;
+        e->ord = dh__nsords++;
+        HASH_ADD_PTR(dh__sords, key, e);
+    }
+    return e ? e->ord : -1;
+}
+
+static int dh__two_strands(dh_mode_t m);
+static int dh__predict_strand_locked(void);
+
+/* ---- stream-ordered allocations (memtab.h) ---- */
 
 void dh_sched_alloc_note(void *p, size_t size)
 {
     if (!p)
         return;
-    dh_allocsz_t *a = malloc(sizeof *a);
-    if (!a)
-        return;
-    a->key = p;
-    a->size = size;
-    pthread_mutex_lock(&dh__s.lock);
-    dh_allocsz_t *old;
-    HASH_REPLACE_PTR(dh__s.allocs, key, a, old);
-    pthread_mutex_unlock(&dh__s.lock);
-    free(old);
-}
-
-size_t dh_sched_alloc_take(void *p)
-{
-    pthread_mutex_lock(&dh__s.lock);
-    dh_allocsz_t *a;
-    HASH_FIND_PTR(dh__s.allocs, &p, a);
-    size_t n = 0;
-    if (a) {
-        n = a->size;
-        HASH_DEL(dh__s.allocs, a);
+    int strand = 0;
+    if (dh__two_strands(dh__s.mode)) {
+        pthread_mutex_lock(&dh__s.lock);
+        strand = dh__predict_strand_locked();
+        pthread_mutex_unlock(&dh__s.lock);
     }
-    pthread_mutex_unlock(&dh__s.lock);
-    free(a);
-    return n;
+    dh_memtab_add((uintptr_t)p, size, dh_sched_stamp(), strand);
+    dh__tls_alloc += (int64_t)size;
 }
 
-int dh_sched_mirroring(void) { return dh__s.mode == DH_MODE_STRESS || dh__s.mode == DH_MODE_STRANDS; }
+uint64_t dh_sched_stamp(void) { return atomic_load_explicit(&dh__s.stamp, memory_order_relaxed) + 1; }
+
+size_t dh_sched_alloc_take(void *p) { return dh_memtab_remove((uintptr_t)p); }
+
+static int dh__defers(dh_mode_t m)
+{
+    return m == DH_MODE_STRESS || m == DH_MODE_STRANDS || m == DH_MODE_PROFILE || m == DH_MODE_PLAN;
+}
+
+static int dh__two_strands(dh_mode_t m) { return m == DH_MODE_STRANDS || m == DH_MODE_PLAN; }
+
+int dh_sched_mirroring(void) { return dh__defers(dh__s.mode); }
 
 void dh_sched_event_forget(cudaEvent_t e)
 {
@@ -190,13 +220,23 @@ void dh_sched_event_forget(cudaEvent_t e)
     pthread_mutex_unlock(&dh__s.lock);
 }
 
+/* Lock held: the strand the program's next op is expected on (0 outside two strands). */
+static int dh__predict_strand_locked(void)
+{
+    if (dh__s.mode == DH_MODE_PLAN)
+        return dh__s.reorder_allowed ? dh_tracker_predict_strand() : 0;
+    if (dh__s.mode != DH_MODE_STRANDS)
+        return 0;
+    uint64_t phase = dh__s.phase + (dh__thread_id() != dh__s.last_thread && dh__s.last_thread >= 0);
+    return (phase % 2 == 1) ? 0 : 1;
+}
+
 cudaStream_t dh_sched_alloc_stream(cudaStream_t s)
 {
-    if (dh__s.mode != DH_MODE_STRANDS)
+    if (!dh__two_strands(dh__s.mode))
         return NULL;
     pthread_mutex_lock(&dh__s.lock);
-    uint64_t phase = dh__s.phase + (dh__thread_id() != dh__s.last_thread && dh__s.last_thread >= 0);
-    int strand = (phase % 2 == 1) ? 0 : 1;
+    int strand = dh__predict_strand_locked();
     pthread_mutex_unlock(&dh__s.lock);
     if (strand == 0)
         return NULL;
@@ -208,12 +248,166 @@ cudaStream_t dh_sched_alloc_stream(cudaStream_t s)
 static void dh__atexit(void) { dh_sched_fini(); }
 static void dh__register_exit(void) { atexit(dh__atexit); }
 
+/* Framework thread, no lock: what the mode needs to know about op before it is queued.
+ * The footprint is taken now, while the allocation table still describes the memory the
+ * op was given (a later free changes it). */
+static void dh__prepare(dh_op_t *op, dh_op_desc_t *d)
+{
+    dh_mode_t m = dh__s.mode;
+    if (m == DH_MODE_PROFILE || m == DH_MODE_PLAN)
+        dh_op_describe(op, d);
+    if (!dh__two_strands(m))
+        return;
+    dh_op_access_t acc[DH_OP_ACCESS_MAX];
+    int n = dh_op_footprint(op, acc, DH_OP_ACCESS_MAX);
+    op->nacc = n;
+    if (n > 0 && (op->acc = malloc((size_t)n * sizeof *acc)))
+        memcpy(op->acc, acc, (size_t)n * sizeof *acc);
+    else if (n > 0)
+        op->nacc = -1; /* no memory to keep it: conflicts with everything, still safe */
+}
+
+/* Whether an access writes: certainly, or maybe (a kernel argument) into an allocation
+ * made since young_from (op.h). */
+static inline int dh__writes(const dh_op_access_t *a, uint64_t young_from)
+{
+    return a->write == 1 || (a->write == DH_ACCESS_MAYBE && a->born >= young_from);
+}
+
+/* Whether two access lists (n < 0: anything) overlap with at least one write (op.h). */
+static int dh__acc_conflict(const dh_op_access_t *x, int nx, const dh_op_access_t *y, int ny)
+{
+    if (nx < 0 || ny < 0)
+        return nx != 0 && ny != 0;
+    uint64_t young = atomic_load_explicit(&dh__s.young_from, memory_order_relaxed);
+    for (int i = 0; i < nx; i++)
+        for (int j = 0; j < ny; j++) {
+            const dh_op_access_t *a = &x[i], *c = &y[j];
+            /* Ranges of two different allocations that reused the same address are
+             * ordered by the allocator (a free precedes the reuse), not by the shim; and
+             * a decision taken on addresses could differ from rank to rank. */
+            if ((dh__writes(a, young) || dh__writes(c, young)) && a->lo < c->lo + c->len &&
+                c->lo < a->lo + a->len && (a->born == c->born || !a->born || !c->born))
+                return 1;
+        }
+    return 0;
+}
+
+int dh__ops_conflict(const dh_op_t *x, const dh_op_t *y)
+{
+    return dh__acc_conflict(x->acc, x->nacc, y->acc, y->nacc);
+}
+
+/* ---- the strand-0 footprint log (lock held) ----
+ * What every strand-0 op of the current region (a plan iteration, or the work since the
+ * last synchronisation in strands mode) touched, in program order, whether it is still
+ * held or already issued: a dependency decision must not depend on how far the dispatcher
+ * got, or two ranks could order one communicator's calls differently. Strand-0 groups
+ * never decrease in program order, so the log is sorted by group. */
+typedef struct dh__s0rec {
+    uint64_t group;
+    int nacc;                 /* -1: anything */
+    size_t off;               /* into dh__s0acc */
+} dh__s0rec_t;
+
+static dh__s0rec_t *dh__s0log;  /* lock */
+static size_t dh__s0n, dh__s0cap;
+static dh_op_access_t *dh__s0acc; /* lock */
+static size_t dh__s0accn, dh__s0acccap;
+
+static uint64_t dh__s0last;       /* lock: group of the region's latest strand-0 op, +1 */
+
+static void dh__s0log_reset(void) { dh__s0n = dh__s0accn = dh__s0last = 0; }
+
+static void dh__s0log_add(const dh_op_t *op)
+{
+    if (op->group + 1 > dh__s0last)
+        dh__s0last = op->group + 1;
+    if (op->nacc == 0)
+        return;
+    size_t need = op->nacc > 0 ? (size_t)op->nacc : 0;
+    if (dh__s0n == dh__s0cap) {
+        size_t cap = dh__s0cap ? dh__s0cap * 2 : 1024;
+        dh__s0rec_t *g = realloc(dh__s0log, cap * sizeof *g);
+        if (!g)
+            goto full;
+        dh__s0log = g;
+        dh__s0cap = cap;
+    }
+    if (dh__s0accn + need > dh__s0acccap) {
+        size_t cap = dh__s0acccap ? dh__s0acccap * 2 : 4096;
+        while (cap < dh__s0accn + need)
+            cap *= 2;
+        dh_op_access_t *g = realloc(dh__s0acc, cap * sizeof *g);
+        if (!g)
+            goto full;
+        dh__s0acc = g;
+        dh__s0acccap = cap;
+    }
+    dh__s0log[dh__s0n++] = (dh__s0rec_t){op->group, op->nacc, dh__s0accn};
+    if (need)
+        memcpy(dh__s0acc + dh__s0accn, op->acc, need * sizeof *op->acc);
+    dh__s0accn += need;
+    return;
+full:
+    /* No memory to remember it: the region's later strand-1 ops wait for all of it. */
+    if (dh__s0n > 0) {
+        dh__s0log[dh__s0n - 1].nacc = -1;
+        dh__s0log[dh__s0n - 1].group = op->group;
+    }
+}
+
+/* Lock held. A strand-1 op must not run before a strand-0 op that precedes it in program
+ * order and shares memory with it (a true dependency between the two micro-batches, such
+ * as a pipeline stage's received activations), nor before the record of an event it waits
+ * for. Returns the latest group among those strand-0 ops of the region (the log above),
+ * or op->group - 1 when there is none. The op then joins that group, issued after its
+ * strand-0 ops: a later group could hold strand-0 work that follows op in program order. */
+static int64_t dh__dependency_group(const dh_op_t *op)
+{
+    int64_t need = (int64_t)op->group - 1;
+    if (op->kind == DH_OP_EVENT_WAIT) {
+        /* A wait for a record of strand 0 in this group or a later one. */
+        const dh_evinst_t *i = op->shim_event;
+        if (i->rec_strand == 0 && (int64_t)i->rec_group > need)
+            need = (int64_t)i->rec_group;
+    }
+    if (op->nacc == 0)
+        return need;
+    /* Memory made for strand 0 during this pair (the backward of micro-batch i) that a
+     * strand-1 op touches is handed over from one micro-batch to the other (a pipeline
+     * stage sends a gradient the backward just produced): whichever strand-0 op wrote it,
+     * all strand-0 work so far comes first. Decided from program order alone. */
+    uint64_t pair0 = dh_tracker_pair_stamp();
+    if (dh__s0last > 0 && pair0 && (int64_t)dh__s0last - 1 > need)
+        for (int j = 0; j < op->nacc; j++)
+            if (op->acc[j].astrand == 0 && op->acc[j].born >= pair0) {
+                need = (int64_t)dh__s0last - 1;
+                break;
+            }
+    /* The latest conflicting record has the highest group: search from the end. */
+    for (size_t k = dh__s0n; k-- > 0;) {
+        const dh__s0rec_t *r = &dh__s0log[k];
+        if ((int64_t)r->group <= need)
+            break;
+        if (dh__acc_conflict(dh__s0acc + r->off, r->nacc, op->acc, op->nacc)) {
+            need = (int64_t)r->group;
+            break;
+        }
+    }
+    return need;
+}
+
 int dh_sched_submit(dh_op_t *op)
 {
     /* Registered after the device library initialised (it has, since work is being
      * issued), so our exit drain runs before the device's own exit handlers. */
     pthread_once(&dh__exit_once, dh__register_exit);
     op->thread = dh__thread_id();
+    dh_op_desc_t d;
+    dh__prepare(op, &d);
+    int64_t mem = dh__tls_alloc;
+    dh__tls_alloc = 0;
     pthread_mutex_lock(&dh__s.lock);
     int bound = dh__bind_event(op);
     if (bound != 0) {
@@ -226,8 +420,35 @@ int dh_sched_submit(dh_op_t *op)
         dh_op_free(op); /* unreachable in practice; the fallback drained */
         return 0;
     }
-    dh__assign_strand(op);
+    int flush = 0;
+    uint64_t release0 = dh__s.release;
+    dh__assign_strand(op, &d, &flush);
+    if (dh__s.mode == DH_MODE_PLAN && dh_tracker_new_iteration())
+        dh__s0log_reset();
+    if (op->strand == 1) {
+        int64_t need = dh__dependency_group(op);
+        if (need >= (int64_t)op->group) {
+            DH_DEBUG(SCHED, "a strand-1 %s (%s) depends on held strand-0 work: group %llu -> %lld",
+                     dh_op_kind_name(op->kind), d.name, (unsigned long long)op->group,
+                     (long long)need);
+            dh__s.stats.dependency_moves++;
+            op->group = (uint64_t)need;
+            op->after0 = 1;
+            if (dh__s.mode == DH_MODE_PLAN)
+                dh_tracker_floor((uint64_t)need);
+        }
+    }
+    if (op->kind == DH_OP_EVENT_RECORD) {
+        dh_evinst_t *i = op->shim_event;
+        i->rec_strand = op->strand;
+        i->rec_group = op->group;
+    }
+    if (op->strand == 0 && dh__two_strands(dh__s.mode))
+        dh__s0log_add(op);
+    if (dh__s.mode == DH_MODE_PROFILE)
+        op->prof = dh_prof_record(op, &d, mem, dh__stream_ordinal(op->stream));
     op->seq = dh__s.next_seq++;
+    atomic_store_explicit(&dh__s.stamp, dh__s.next_seq, memory_order_relaxed);
     op->next = NULL;
     if (dh__s.in_tail)
         dh__s.in_tail->next = op;
@@ -235,6 +456,7 @@ int dh_sched_submit(dh_op_t *op)
         dh__s.in_head = op;
     dh__s.in_tail = op;
     dh__s.held++;
+    dh__s.last_submit_ms = dh__wall_ms();
     dh__s.stats.ops[op->kind]++;
     if (dh__s.held > dh__s.stats.max_queue_depth)
         dh__s.stats.max_queue_depth = dh__s.held;
@@ -248,17 +470,18 @@ int dh_sched_submit(dh_op_t *op)
         dh__s.held_free_bytes > (uint64_t)cfg->max_deferred_free_bytes) {
         if (dh__s.flush_upto < dh__s.next_seq)
             dh__s.stats.drains[DH_DRAIN_LAG]++;
-        dh__s.flush_upto = dh__s.next_seq; /* bounded lag: issue without pairing */
+        flush = 1; /* bounded lag: issue without pairing */
     }
-    /* The dispatcher holds ops until a drain (stress) or until a group is complete
-     * (strands): waking it for every op would cost a futex call per capture for nothing. */
-    int wake = dh__s.flush_upto > dh__s.low_water ||
-               (dh__s.mode == DH_MODE_STRANDS && op->group > dh__s.signaled_group);
-    if (wake) {
-        dh__s.signaled_group = op->group;
+    if (flush || dh__s.mode == DH_MODE_PROFILE)
+        dh__s.flush_upto = dh__s.next_seq;
+    /* The dispatcher holds ops until a drain (stress) or until a group is complete (strands,
+     * plan): waking it for every op would cost a futex call per capture for nothing. */
+    int wake = dh__s.flush_upto > dh__s.low_water || dh__s.release > release0;
+    if (wake)
         pthread_cond_signal(&dh__s.work);
-    }
     pthread_mutex_unlock(&dh__s.lock);
+    if (dh__s.mode == DH_MODE_PLAN)
+        dh_tracker_report();
     return 0;
 }
 
@@ -280,7 +503,7 @@ void dh_sched_stream_forget(cudaStream_t s)
     probe.key.stream = s;
     HASH_FIND(hh, dh__s.vstreams, &probe.key, sizeof probe.key, v);
     cudaStream_t extra = NULL;
-    if (v && !v->head) {
+    if (v && !v->head[0] && !v->head[1]) {
         HASH_DEL(dh__s.vstreams, v);
         extra = v->phys[1];
         free(v);
@@ -290,10 +513,33 @@ void dh_sched_stream_forget(cudaStream_t s)
         dh_real()->cudaStreamDestroy(extra);
 }
 
+/* Drains the program asked for at a fixed point of its own order (a host synchronisation
+ * or a call the shim forwards), as opposed to timing-dependent ones (queries polled by a
+ * watchdog, bounded lag, exit). Profiles and plans cut iterations at these. */
+static int dh__program_sync(dh_drain_reason_t why)
+{
+    switch (why) {
+    case DH_DRAIN_STREAM_SYNC: case DH_DRAIN_DEVICE_SYNC: case DH_DRAIN_EVENT_SYNC:
+    case DH_DRAIN_EVENT_ELAPSED: case DH_DRAIN_BLOCKING_COPY: case DH_DRAIN_FREE:
+    case DH_DRAIN_UNCAPTURABLE:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 int dh_sched_drain(dh_drain_reason_t why)
 {
     pthread_mutex_lock(&dh__s.lock);
     dh__s.stats.drains[why]++;
+    if (dh__program_sync(why)) {
+        if (dh__s.mode == DH_MODE_PROFILE)
+            dh_prof_sync();
+        else if (dh__s.mode == DH_MODE_PLAN)
+            dh_tracker_sync();
+        else if (dh__s.mode == DH_MODE_STRANDS)
+            dh__s0log_reset(); /* everything before is issued, in program order */
+    }
     uint64_t target = dh__s.next_seq;
     if (dh__s.flush_upto < target)
         dh__s.flush_upto = target;
@@ -330,7 +576,7 @@ void dh_sched_kick(void)
 
 static void dh__update_deferring(void)
 {
-    int on = dh__s.started && (dh__s.mode == DH_MODE_STRESS || dh__s.mode == DH_MODE_STRANDS) &&
+    int on = dh__s.started && dh__defers(dh__s.mode) &&
              dh__s.reorder_allowed && !atomic_load(&dh__capturing);
     atomic_store(&dh__s.deferring, on);
 }
@@ -381,14 +627,42 @@ void dh_sched_stats(dh_sched_stats_t *out)
 {
     pthread_mutex_lock(&dh__s.lock);
     *out = dh__s.stats;
+    dh_tracker_stats_t t;
+    dh_tracker_stats(&t);
+    out->plan_iterations = t.iterations;
+    out->plan_desyncs = t.desyncs;
+    out->plan_resyncs = t.resyncs;
+    out->plan_matched_ops = t.matched_ops;
+    out->plan_unmatched_ops = t.unmatched_ops;
     pthread_mutex_unlock(&dh__s.lock);
 }
+
+dh_mode_t dh_sched_mode(void) { return dh__s.mode; }
+
+static pthread_once_t dh__first_once = PTHREAD_ONCE_INIT;
+
+static void dh__first_call(void)
+{
+    if (dh__s.mode != DH_MODE_PLAN || dh_tracker_load(dh_config()->plan) == 0)
+        return;
+    /* The plan cannot be used (one line said why): nothing was deferred yet. */
+    pthread_mutex_lock(&dh__s.lock);
+    dh__s.mode = DH_MODE_PASSTHROUGH;
+    dh__update_deferring();
+    pthread_mutex_unlock(&dh__s.lock);
+}
+
+void dh_sched_first_call(void) { pthread_once(&dh__first_once, dh__first_call); }
 
 void dh_sched_init(void)
 {
     const dh_config_t *cfg = dh_config();
     dh__s.mode = cfg->mode;
-    if (cfg->mode != DH_MODE_STRESS && cfg->mode != DH_MODE_STRANDS)
+    if (cfg->mode == DH_MODE_PLAN && !cfg->plan[0]) {
+        DH_ERROR(PLAN, "DHELIX_MODE=plan needs DHELIX_PLAN (a plan file); running passthrough");
+        dh__s.mode = DH_MODE_PASSTHROUGH;
+    }
+    if (!dh__defers(dh__s.mode))
         return;
     pthread_mutex_lock(&dh__s.lock);
     if (pthread_create(&dh__s.thread, NULL, dh__dispatch_main, NULL) == 0) {
@@ -417,4 +691,8 @@ void dh_sched_fini(void)
     pthread_mutex_lock(&dh__s.lock);
     dh__s.started = 0;
     pthread_mutex_unlock(&dh__s.lock);
+    if (dh__s.mode == DH_MODE_PROFILE)
+        dh_prof_finish();
+    if (dh__s.mode == DH_MODE_PLAN)
+        dh_tracker_finish();
 }

@@ -27,6 +27,8 @@ typedef struct dh_evinst {
     int refs;                /* lock: event table's latest + pending record + pending waits */
     int recorded;            /* lock: its record has been replayed */
     int batched;             /* lock: its record is ahead in the dispatcher's batch */
+    int rec_strand;          /* lock: strand and group of its record op */
+    uint64_t rec_group;
     struct dh_evinst *next_free;
 } dh_evinst_t;
 
@@ -45,9 +47,10 @@ typedef struct dh_vstream {
     } key;
     cudaStream_t phys[2];    /* lock: [0] the framework stream itself, [1] shim-created */
     int blocking;            /* lock: -1 unknown; 1 when it synchronises with the legacy stream */
-    dh_op_t *head, *tail;    /* dispatcher only: held ops in program order */
+    dh_op_t *head[2], *tail[2]; /* dispatcher only: held ops of each strand, program order */
     uint64_t joined;         /* lock: the join generation at which phys[1] last joined phys[0] */
     uint64_t fwd_seen;       /* lock: the forward epoch phys[1] has joined */
+    int since[2];            /* lock: strand s replayed work here since the last barrier */
     UT_hash_handle hh;
 } dh_vstream_t;
 
@@ -65,7 +68,10 @@ typedef struct dh_sched_state {
     uint64_t kick_ms;             /* lock: wall time of the first unanswered kick, or 0 */
     uint64_t join_gen;            /* lock: bumped by every barrier */
     uint64_t fwd_epoch;           /* lock: bumped after every call forwarded onto a stream */
-    uint64_t signaled_group;      /* lock: the last group the dispatcher was woken for */
+    uint64_t release;             /* lock: groups below it are complete and may be issued */
+    uint64_t last_submit_ms;      /* lock: wall time of the latest submission */
+    _Atomic uint64_t stamp;       /* next_seq, readable without the lock (allocation stamps) */
+    _Atomic uint64_t young_from;  /* allocations stamped since are young (op.h); 0: all */
     uint64_t held;                /* lock: ops submitted and not replayed */
     uint64_t held_free_bytes;     /* lock */
     int stop;                     /* lock */
@@ -91,6 +97,12 @@ dh_vstream_t *dh__vstream_get(int device, cudaStream_t s);
 /* Lock NOT held: the physical stream of (device, s, strand), created on first use by the
  * calling thread with the real API; NULL on failure. */
 cudaStream_t dh__physical(int device, cudaStream_t s, int strand);
+
+/* tracker.c: the issue order of a plan's template group (NULL none); no lock needed */
+const char *dh__plan_order(int lgroup);
+
+/* sched.c: whether two ops' memory accesses overlap with at least one write (no lock) */
+int dh__ops_conflict(const dh_op_t *x, const dh_op_t *y);
 
 /* sched.c, lock held */
 void dh__inst_unref(dh_evinst_t *inst);

@@ -25,6 +25,7 @@
 
 #include <stdint.h>
 
+#include "common/config.h"
 #include "op.h"
 
 /* X(id, description): why the framework thread waited for the dispatcher. */
@@ -91,6 +92,8 @@ cudaStream_t dh_sched_alloc_stream(cudaStream_t s);
  * dh_sched_alloc_take forgets it and returns it (0 if unknown). */
 void dh_sched_alloc_note(void *p, size_t size);
 size_t dh_sched_alloc_take(void *p);
+/* The scheduler's op count now: the stamp of an allocation made now (memtab.h). */
+uint64_t dh_sched_stamp(void);
 
 /* Nonzero when the configured mode may defer, so the cuBLAS handle state must be
  * mirrored (even while a graph capture passes calls through). Constant after load. */
@@ -114,11 +117,26 @@ typedef struct dh_sched_stats {
     uint64_t max_deferred_bytes;
     uint64_t replay_errors;
     uint64_t cross_strand_barriers;
+    uint64_t paired_groups;       /* groups issued with ops of both strands */
+    uint64_t conflict_edges;      /* cross-strand waits for shared memory inside a group */
+    uint64_t dependency_moves;    /* strand-1 ops moved after a strand-0 op they depend on */
+    uint64_t order_fallbacks;     /* batches issued in program order (the plan's could not be) */
+    uint64_t kick_flushes;        /* held work issued early for a polled event */
+    /* plan mode (the strand tracker) */
+    uint64_t plan_iterations, plan_desyncs, plan_resyncs, plan_matched_ops, plan_unmatched_ops;
 } dh_sched_stats_t;
 void dh_sched_stats(dh_sched_stats_t *out);
 
+/* The mode in effect: the configured one, or passthrough when it could not run (a plan
+ * that cannot be used). Valid after dh_sched_init. */
+dh_mode_t dh_sched_mode(void);
+
 /* Starts the dispatcher(s) for the configured mode; called by the constructor. */
 void dh_sched_init(void);
+/* The program's first call into a GPU library (any thread, any number of times): plan mode
+ * loads its plan here, once, and falls back to passthrough when it cannot be used. */
+void dh_sched_first_call(void);
+
 /* Drains and stops the dispatcher(s); called by the destructor. */
 void dh_sched_fini(void);
 

@@ -77,7 +77,6 @@ typedef enum dh_cfg_kind {
 #define DH__CFG_FIELD_PATH(f) char f[DH_CFG_STR_MAX];
 #define DH__CFG_FIELD_MASK(f) uint32_t f;
 
-#define DH__SOON " (used from the shim-core issue on)"
 
 /* X(id, field, kind, default, choices or hint, min, max, description)
  * choices: ENUM and MASK "a|b|" lists; for STR and PATH a hint for the docs' Values
@@ -85,18 +84,29 @@ typedef enum dh_cfg_kind {
 #define DH_CONFIG_LIST(X)                                                                   \
     X(MODE, mode, ENUM, "passthrough", DH_MODE_CHOICES, 0, 0,                               \
       "What the shim does with intercepted calls. passthrough forwards each call at once "  \
-      "and counts it. stress defers every operation it legally can and re-issues "          \
+      "and counts it. profile runs the program unchanged in order while recording every "   \
+      "operation's signature, thread, stream and device time to `DHELIX_PROFILE`, the "     \
+      "input of `dhelix plan`. plan executes the Strand Interleaving plan in "              \
+      "`DHELIX_PLAN`. stress defers every operation it legally can and re-issues "          \
       "independent streams in a seeded random order (a test of exactness). strands runs "   \
-      "two strands on two physical streams, assigned by issuing-thread phases (backward "   \
-      "of one phase beside the forward of the next; a test mode until plans assign "        \
-      "strands). profile and plan are accepted but still run as passthrough, with a "       \
-      "warning" DH__SOON ". The default is plan when `DHELIX_PLAN` is set.")                \
+      "two strands assigned by issuing-thread phases without a plan (a test mode). The "    \
+      "default is plan when `DHELIX_PLAN` is set.")                                         \
     X(PLAN, plan, STR, "", "file path", 0, 0,                                               \
-      "Strand Interleaving plan (JSON) that plan mode executes; setting it makes plan the " \
-      "default mode" DH__SOON ".")                                                          \
-    X(PROFILE, profile, PATH, "", "file path; `%h` host, `%p` pid", 0, 0,                   \
-      "File that profile mode writes the operator trace to, the input of `dhelix plan`"     \
-      DH__SOON ".")                                                                         \
+      "Strand Interleaving plan (JSON, docs/plan-format.md) that plan mode executes; "      \
+      "setting it makes plan the default mode. A plan that cannot be used (bad file, "      \
+      "another parallel layout, another program) is reported in one line and the job runs " \
+      "in passthrough.")                                                                    \
+    X(PROFILE, profile, PATH, "dhelix-profile.%r.json",                                     \
+      "file path; `%h` host, `%p` pid, `%r` rank", 0, 0,                                    \
+      "File that profile mode writes at exit (docs/plan-format.md), with a Chrome trace "   \
+      "beside it (`.trace.json`).")                                                         \
+    X(PROFILE_OPS, profile_ops, INT, "200000", NULL, 1000, 10000000,                        \
+      "Most operations profile mode records; later ones run unrecorded.")                   \
+    X(COMM_KERNELS, comm_kernels, STR, "wl_emu_comm*",                                      \
+      "comma list of kernel-name globs", 0, 0,                                              \
+      "Kernels that stand for communication (an emulated collective, a custom all-reduce "  \
+      "kernel): profiles and plans count them as communication, so the planner pairs them " \
+      "with the other strand's compute.")                                                   \
     X(LOG, log_level, ENUM, "warn", DH_LOG_LEVEL_CHOICES, 0, 0,                             \
       "Least severe message written: error, warn, info or debug.")                          \
     X(LOG_SUBSYS, log_subsys, MASK, "all", DH_LOG_SUBSYS_CHOICES, 0, 0,                     \

@@ -134,6 +134,20 @@ dh_status_t dh_write_all(int fd, const char *buf, size_t len)
     return DH_OK;
 }
 
+int dh_launcher_rank(void)
+{
+    static const char *const names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                                        "SLURM_PROCID", "VGPU_RANK"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        char *end;
+        long r = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && *end == '\0' && r >= 0 && r < (1L << 24))
+            return (int)r;
+    }
+    return 0;
+}
+
 dh_status_t dh_path_expand(const char *pattern, const char *host, long pid, dh_strbuf_t *out)
 {
     for (const char *p = pattern; *p; p++) {
@@ -144,6 +158,7 @@ dh_status_t dh_path_expand(const char *pattern, const char *host, long pid, dh_s
         switch (p[1]) {
         case 'h': dh_strbuf_puts(out, host); break;
         case 'p': dh_strbuf_printf(out, "%ld", pid); break;
+        case 'r': dh_strbuf_printf(out, "%d", dh_launcher_rank()); break;
         case '%': dh_strbuf_puts(out, "%"); break;
         default: return DH_ERR_PARSE;
         }

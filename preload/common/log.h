@@ -121,7 +121,11 @@ const char *dh_log_subsys_name(dh_log_subsys_t sub);
  * (bad_len bytes, may be 0). */
 dh_status_t dh_log_parse_subsys(const char *list, uint32_t *mask, char *bad, size_t bad_len);
 
-/* Expands %h (host name up to its first dot), %p (pid) and %% in pattern, appending the
+/* The process's global rank as the launcher gives it (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK,
+ * SLURM_PROCID, VGPU_RANK), 0 when none says. */
+int dh_launcher_rank(void);
+
+/* Expands %h (host name up to its first dot), %p (pid), %r (launcher rank) and %% in pattern, appending the
  * result to out. Errors: DH_ERR_PARSE for any other '%' sequence, DH_ERR_NOMEM. */
 dh_status_t dh_path_expand(const char *pattern, const char *host, long pid, dh_strbuf_t *out);
 /* dh_path_expand with this process's host and pid. */

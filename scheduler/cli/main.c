@@ -3,16 +3,18 @@
  *
  * Subcommands are listed once, in dh__commands; one that has no implementation yet is
  * still listed (so the usage shows what is coming) and answers "not available yet" with
- * exit status 2, distinct from a usage error (1).
+ * exit status 2, distinct from a usage error or bad input (1). plan, show and validate live
+ * in cmd_plan.c, cmd_show.c and cmd_validate.c (cli.h).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "cli.h"
 #include "common/config.h"
 #include "common/log.h"
 #include "common/status.h"
-
-enum { DH_EXIT_OK = 0, DH_EXIT_USAGE = 1, DH_EXIT_NOT_YET = 2 };
 
 typedef int (*dh_cmd_fn)(int argc, char **argv);
 
@@ -25,15 +27,21 @@ typedef struct dh_cmd {
 
 static int dh__cmd_config(int argc, char **argv);
 static int dh__cmd_help(int argc, char **argv);
+static int dh__cmd_pairs(int argc, char **argv);
 
 static const dh_cmd_t dh__commands[] = {
     {"config", "[--markdown|--json]",
      "print every DHELIX_* variable with the value in effect and its source", dh__cmd_config},
-    {"plan", "", "build a Strand Interleaving plan from a profile", NULL},
-    {"show", "", "print a plan or a trace as a table", NULL},
-    {"validate", "", "check a plan file and its template", NULL},
-    {"profile-pairs", "", "time operator pairs alone and co-running, for the cost model", NULL},
-    {"bench", "", "baseline against SI on the vgpu device profiles", NULL},
+    {"plan", "PROFILE... [-o PLAN] [options]", "build a Strand Interleaving plan from profiles",
+     dh__cmd_plan},
+    {"show", "PLAN [--json] [--svg OUT.svg]", "print a plan as tables, or draw it as SVG",
+     dh__cmd_show},
+    {"validate", "PLAN [PROFILE...]", "check a plan file, and that it fits the profiles",
+     dh__cmd_validate},
+    {"profile-pairs", "PROFILE -o PAIRS",
+     "time operator pairs alone and co-running (runs dhelix-pairs; one process per rank)",
+     dh__cmd_pairs},
+    {"bench", "", "baseline against SI on the vgpu device profiles (scripts/bench)", NULL},
     {"help", "", "print this text", dh__cmd_help},
 };
 #define DH__NCOMMANDS (sizeof(dh__commands) / sizeof(dh__commands[0]))
@@ -41,15 +49,44 @@ static const dh_cmd_t dh__commands[] = {
 static void dh__usage(FILE *out)
 {
     fprintf(out, "usage: dhelix <command> [options]\n       dhelix --version\n\ncommands:\n");
+    int width = 0;
+    for (size_t i = 0; i < DH__NCOMMANDS; i++) {
+        int w = (int)(strlen(dh__commands[i].name) + 1 + strlen(dh__commands[i].args));
+        width = w > width ? w : width;
+    }
     for (size_t i = 0; i < DH__NCOMMANDS; i++) {
         const dh_cmd_t *c = &dh__commands[i];
-        char head[48];
+        char head[96];
         snprintf(head, sizeof(head), "%s %s", c->name, c->args);
-        fprintf(out, "  %-34s %s%s\n", head, c->summary, c->run ? "" : " (not available yet)");
+        fprintf(out, "  %-*s  %s%s\n", width, head, c->summary,
+                c->run ? "" : " (not available yet)");
     }
     fprintf(out, "\nconfig formats: text (default) for people, --json for programs, --markdown\n"
-                 "for docs/configuration.md.\n"
-                 "exit status: 0 success, 1 usage error, 2 command not available yet.\n");
+                 "for docs/configuration.md. `dhelix <command> --help` describes a command.\n"
+                 "exit status: 0 success, 1 usage error or bad input, 2 command not available "
+                 "yet.\n");
+}
+
+/* `dhelix profile-pairs ARGS` is `dhelix-pairs ARGS`, the program beside this one: it links
+ * the CUDA libraries, which this tool does not. */
+static int dh__cmd_pairs(int argc, char **argv)
+{
+    char self[4096], path[4200];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        fprintf(stderr, "dhelix profile-pairs: cannot find where dhelix is installed\n");
+        return DH_EXIT_USAGE;
+    }
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(path, sizeof path, "%s/dhelix-pairs", self);
+    argv[0] = path;
+    (void)argc;
+    execv(path, argv);
+    fprintf(stderr, "dhelix profile-pairs: cannot run %s: %s\n", path, strerror(errno));
+    return DH_EXIT_USAGE;
 }
 
 static int dh__cmd_help(int argc, char **argv)

@@ -11,9 +11,12 @@ if(NOT CMAKE_CUDA_COMPILER)
   return()
 endif()
 enable_language(CUDA)
-add_library(wl_kernels_gpu SHARED ${CMAKE_CURRENT_SOURCE_DIR}/cuda/kernels.cu)
+# The device code's architectures (scripts/gpu-validate passes the local GPU's).
+set(DH_CUDA_ARCHITECTURES 90 CACHE STRING "CUDA architectures of the device code built with nvcc")
+add_library(wl_kernels_gpu SHARED ${CMAKE_CURRENT_SOURCE_DIR}/cuda/kernels.cu
+            ${CMAKE_CURRENT_SOURCE_DIR}/cuda/emucomm.cu)
 target_include_directories(wl_kernels_gpu PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
-set_target_properties(wl_kernels_gpu PROPERTIES CUDA_ARCHITECTURES 90 CUDA_RUNTIME_LIBRARY Shared
+set_target_properties(wl_kernels_gpu PROPERTIES CUDA_ARCHITECTURES "${DH_CUDA_ARCHITECTURES}" CUDA_RUNTIME_LIBRARY Shared
                       COMPILE_OPTIONS "" LINK_OPTIONS "" POSITION_INDEPENDENT_CODE ON
                       LIBRARY_OUTPUT_DIRECTORY ${CMAKE_CURRENT_BINARY_DIR})
 add_dependencies(workload wl_kernels_gpu)

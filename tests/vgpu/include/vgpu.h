@@ -44,6 +44,7 @@ typedef struct vgpu_profile {
     double link_eff;         /* fraction of link bandwidth NCCL achieves */
     int gpus_per_node;
     double launch_us;        /* host time per launch-type API call */
+    double event_us;         /* host time per event record or stream-wait call */
     double kernel_min_us;    /* device time of the smallest kernel */
     double compute_slow_by_comm; /* fractional slowdown of compute while comm co-runs */
     double comm_slow_by_compute; /* fractional slowdown of comm while compute co-runs */

@@ -2,9 +2,12 @@
  * kernels.cu: the workload's kernels for a real GPU (sm_90), one __global__ per entry of
  * WL_KERNELS (src/kargs.h), each taking the same argument block as its host
  * implementation. They are written for clarity, not speed: grid-stride loops, one thread
- * per element or per row, atomics where many rows feed one gradient. The workload loads
- * this library (libwl_kernels_gpu.so) only when no vgpu is present, and takes the kernels
- * from wl_gpu_kernel_table in the list's order.
+ * per element or per row. Every result is bitwise repeatable: a value that many rows feed
+ * (a norm's dgamma, attention's dk and dv) is summed by one thread in a fixed order, never
+ * with floating-point atomics, so that two runs (a baseline and the same run through the
+ * shim) can be compared bit for bit. The workload loads this library
+ * (libwl_kernels_gpu.so) only when no vgpu is present, and takes the kernels from
+ * wl_gpu_kernel_table in the list's order; wl_emu_comm is in emucomm.cu.
  */
 #include <cuda_bf16.h>
 #include <math.h>
@@ -112,9 +115,18 @@ __global__ void wl_k_NORM_BWD(wl_norm_args_t a)
             float dx = rstd * (dy * ld(a.gamma, j, a.dt) - m1 - xh * m2);
             if (a.dres) dx += ld(a.dres, o + j, a.dt);
             st(a.dx, o + j, dx, a.dt);
-            atomicAdd(&a.dgamma[j], dy * xh);
-            if (a.dbeta) atomicAdd(&a.dbeta[j], dy);
         }
+    }
+    /* dgamma, dbeta: one thread per column, rows in order. */
+    LOOP(j, a.h) {
+        float sg = 0, sb = 0;
+        for (int64_t t = 0; t < a.T; t++) {
+            float dy = ld(a.dy, t * a.h + j, a.dt), mean = a.mean ? a.mean[t] : 0.0f;
+            sg += dy * (ld(a.x, t * a.h + j, a.dt) - mean) * a.rstd[t];
+            sb += dy;
+        }
+        a.dgamma[j] += sg;
+        if (a.dbeta) a.dbeta[j] += sb;
     }
 }
 
@@ -184,6 +196,19 @@ __global__ void wl_k_ATTN_FWD(wl_attn_args_t a)
     }
 }
 
+/* One (query row, key row) pair of the backward: p and ds = p (dp - di). */
+__device__ static void attn_pair(const wl_attn_args_t &a, int64_t qo, int64_t oo, int64_t ko, float lse,
+                                 float di, float *p, float *ds)
+{
+    float dp = 0;
+    for (int c = 0; c < a.d; c++) dp += ld(a.dout, oo + c, a.dt) * ld(a.v, ko + c, a.dt);
+    *p = expf(dot_qk(a, qo, ko) - lse);
+    *ds = *p * (dp - di);
+}
+
+/* Two independent passes in one launch, each summing in a fixed order: dq by query row
+ * (keys in order), then dk and dv by key row (the group's query heads, then queries, in
+ * order), recomputing p and ds for each pair rather than adding into dk, dv with atomics. */
 __global__ void wl_k_ATTN_BWD(wl_attn_args_t a)
 {
     LOOP(i, a.b * a.nq * a.sq) {
@@ -198,18 +223,36 @@ __global__ void wl_k_ATTN_BWD(wl_attn_args_t a)
         float *dq = a.dq + qrow * (int64_t)a.nq * a.d + (int64_t)j * a.d;
         for (int64_t ki = 0; ki < a.sk; ki++) {
             if (pos_of(a.kch, ki) > qpos) continue;
-            int64_t krow = ki * a.b + bi, ko = krow * a.ldk + (int64_t)g * a.d;
-            float dp = 0;
-            for (int c = 0; c < a.d; c++) dp += ld(a.dout, oo + c, a.dt) * ld(a.v, ko + c, a.dt);
-            float p = expf(dot_qk(a, qo, ko) - lse), ds = p * (dp - di);
-            float *dk = a.dk + krow * (int64_t)a.nkv * a.d + (int64_t)g * a.d;
-            float *dv = a.dv + krow * (int64_t)a.nkv * a.d + (int64_t)g * a.d;
-            for (int c = 0; c < a.d; c++) {
-                dq[c] += a.scale * ds * ld(a.k, ko + c, a.dt);
-                atomicAdd(&dk[c], a.scale * ds * ld(a.q, qo + c, a.dt));
-                atomicAdd(&dv[c], p * ld(a.dout, oo + c, a.dt));
+            int64_t ko = (ki * a.b + bi) * a.ldk + (int64_t)g * a.d;
+            float p, ds;
+            attn_pair(a, qo, oo, ko, lse, di, &p, &ds);
+            for (int c = 0; c < a.d; c++) dq[c] += a.scale * ds * ld(a.k, ko + c, a.dt);
+        }
+    }
+    const int per = a.nq / a.nkv;
+    LOOP(i, a.b * a.nkv * a.sk) {
+        int64_t ki = i % a.sk, bi = i / (a.sk * a.nkv);
+        int g = (int)((i / a.sk) % a.nkv);
+        int64_t krow = ki * a.b + bi, ko = krow * a.ldk + (int64_t)g * a.d, kpos = pos_of(a.kch, ki);
+        float *dk = a.dk + krow * (int64_t)a.nkv * a.d + (int64_t)g * a.d;
+        float *dv = a.dv + krow * (int64_t)a.nkv * a.d + (int64_t)g * a.d;
+        float sk[MAX_D], sv[MAX_D];
+        for (int c = 0; c < a.d; c++) sk[c] = dk[c], sv[c] = dv[c];
+        for (int j = g * per; j < (g + 1) * per; j++) {
+            for (int64_t si = 0; si < a.sq; si++) {
+                if (kpos > pos_of(a.qch, si)) continue;
+                int64_t qrow = si * a.b + bi;
+                int64_t qo = qrow * a.ldq + (int64_t)j * a.d, oo = qrow * a.ldo + (int64_t)j * a.d;
+                float lse = a.lse[(bi * a.nq + j) * a.sq + si], di = 0, p, ds;
+                for (int c = 0; c < a.d; c++) di += ld(a.dout, oo + c, a.dt) * ld(a.o, oo + c, a.dt);
+                attn_pair(a, qo, oo, ko, lse, di, &p, &ds);
+                for (int c = 0; c < a.d; c++) {
+                    sk[c] += a.scale * ds * ld(a.q, qo + c, a.dt);
+                    sv[c] += p * ld(a.dout, oo + c, a.dt);
+                }
             }
         }
+        for (int c = 0; c < a.d; c++) dk[c] = sk[c], dv[c] = sv[c];
     }
 }
 
@@ -426,6 +469,9 @@ __global__ void wl_k_UNPERMUTE_BWD(wl_perm_args_t a)
 }
 
 /* ---- the table ---- */
+
+extern "C" __global__ void wl_emu_comm(wl_emu_args_t a); /* emucomm.cu */
+#define wl_k_EMU_COMM wl_emu_comm
 
 static const void *const table[] = {
 #define WL_GPU_PTR(e, n, t) (const void *)wl_k_##e,

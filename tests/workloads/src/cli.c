@@ -8,11 +8,14 @@
  *   --tp --pp --dp --cp --ep --mbs --gbs --iters
  *   --device-profile P  sets VGPU_DEVICE for the run unless the environment sets it
  *   --timing-only       sets VGPU_TIMING_ONLY=1 unless the environment sets it
+ *   --emulate-comm S    one process per pp x cp x ep cell, the other groups' collectives
+ *                       emulated on this device (emucomm.h)
  */
 #include "cli.h"
 
 #include <string.h>
 
+#include "emucomm.h"
 #include "presets.h"
 
 enum { O_INT, O_DBL, O_FLAG, O_STR };
@@ -65,7 +68,9 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: workload [--preset NAME | --model NAME] [options]\n"
                "  --preset NAME, --model NAME, --list-presets, --arch gpt|llama, --dtype bf16|fp32,\n"
-               "  --device-profile a40|a800|h100|h200|file.json, --timing-only, --seed N\n");
+               "  --device-profile a40|a800|h100|h200|file.json, --timing-only, --seed N,\n"
+               "  --emulate-comm SMS:US[:GBPS]|nccl   one process per pp x cp x ep cell; the other\n"
+               "                         groups' collectives emulated on this device (README)\n");
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         fprintf(f, "  %-22s %s\n", opts[i].name, opts[i].help);
 }
@@ -150,6 +155,10 @@ static int special(wl_cfg_t *c, const char *a, const char *v)
         snprintf(c->device_profile, sizeof c->device_profile, "%s", v);
     } else if (!strcmp(a, "--seed")) {
         c->seed = (unsigned)strtoul(v, NULL, 10);
+    } else if (!strcmp(a, "--emulate-comm")) {
+        char err[160];
+        if (wl_emu_parse(v, err, sizeof err) != 0) wl_fatal("%s", err);
+        snprintf(c->emulate_comm, sizeof c->emulate_comm, "%s", v);
     } else {
         return 0;
     }

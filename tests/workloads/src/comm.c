@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "emucomm.h"
 #include "kernels.h"
 
 struct wl_work {
@@ -118,6 +119,7 @@ void wl_comm_fini(wl_group_t *const *groups, int n)
         pthread_join(wd.thread, NULL);
         wd.running = 0;
     }
+    wl_emu_fini();
     for (int i = 0; i < n; i++)
         if (groups[i] && groups[i]->comm) {
             WL_CK(ncclCommDestroy(groups[i]->comm));
@@ -166,6 +168,8 @@ void wl_group_connect(wl_group_t *g, ncclComm_t world)
     config(&c, g->desc);
     if (world) { /* every rank of the world calls the split for every kind of group */
         WL_CK(ncclCommSplit(world, g->split_color, g->rank, &g->comm, &c));
+    } else if (wl_emu_group(g)) {
+        wl_emu_connect(g);
     } else if (g->size > 1 && !g->real) {
         connect_represented(g);
     } else if (g->size > 1) {
@@ -211,7 +215,8 @@ wl_work_t *wl_allreduce(wl_group_t *g, void *buf, size_t n, ncclDataType_t t, nc
     if (g->size == 1 || n == 0) return NULL;
     wl_work_t *w = work_get();
     cudaStream_t s = begin(g, w);
-    WL_CK(ncclAllReduce(buf, buf, n, t, op, g->comm, s));
+    if (wl_emu_group(g)) wl_emu_collective(g, WL_EMU_ALLREDUCE, buf, buf, n, t, op, s);
+    else WL_CK(ncclAllReduce(buf, buf, n, t, op, g->comm, s));
     return finish(w, s, async);
 }
 
@@ -220,7 +225,8 @@ wl_work_t *wl_allgather(wl_group_t *g, const void *in, void *out, size_t n, nccl
     if (g->size == 1 || n == 0) return NULL;
     wl_work_t *w = work_get();
     cudaStream_t s = begin(g, w);
-    WL_CK(ncclAllGather(in, out, n, t, g->comm, s));
+    if (wl_emu_group(g)) wl_emu_collective(g, WL_EMU_ALLGATHER, in, out, n, t, ncclSum, s);
+    else WL_CK(ncclAllGather(in, out, n, t, g->comm, s));
     return finish(w, s, async);
 }
 
@@ -230,7 +236,8 @@ wl_work_t *wl_reduce_scatter(wl_group_t *g, const void *in, void *out, size_t n,
     if (g->size == 1 || n == 0) return NULL;
     wl_work_t *w = work_get();
     cudaStream_t s = begin(g, w);
-    WL_CK(ncclReduceScatter(in, out, n, t, ncclSum, g->comm, s));
+    if (wl_emu_group(g)) wl_emu_collective(g, WL_EMU_REDUCE_SCATTER, in, out, n, t, ncclSum, s);
+    else WL_CK(ncclReduceScatter(in, out, n, t, ncclSum, g->comm, s));
     return finish(w, s, async);
 }
 
@@ -239,7 +246,8 @@ wl_work_t *wl_broadcast(wl_group_t *g, void *buf, size_t n, ncclDataType_t t, in
     if (g->size == 1 || n == 0) return NULL;
     wl_work_t *w = work_get();
     cudaStream_t s = begin(g, w);
-    WL_CK(ncclBroadcast(buf, buf, n, t, root, g->comm, s));
+    if (wl_emu_group(g)) wl_emu_collective(g, WL_EMU_BROADCAST, buf, buf, n, t, ncclSum, s);
+    else WL_CK(ncclBroadcast(buf, buf, n, t, root, g->comm, s));
     return finish(w, s, async);
 }
 
@@ -248,6 +256,10 @@ wl_work_t *wl_batch_p2p(wl_group_t *g, const wl_p2p_t *ops, int nops, ncclDataTy
     if (g->size == 1 || nops == 0) return NULL;
     wl_work_t *w = work_get();
     cudaStream_t s = begin(g, w);
+    if (wl_emu_group(g)) {
+        wl_emu_p2p(g, ops, nops, t, s);
+        return finish(w, s, async);
+    }
     WL_CK(ncclGroupStart());
     for (int i = 0; i < nops; i++) {
         if (ops[i].send) WL_CK(ncclSend(ops[i].buf, ops[i].n, t, ops[i].peer, g->comm, s));

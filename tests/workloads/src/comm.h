@@ -11,7 +11,9 @@
  * it with cudaEventQuery, as PyTorch's watchdog does.
  *
  * Groups of one member issue nothing (Megatron skips them). Calls on one group come from
- * one thread at a time (the forward and backward threads never run together).
+ * one thread at a time (the forward and backward threads never run together). On a group
+ * whose other members are not processes of the job, --emulate-comm replaces each NCCL call
+ * by its emulation, inside the same event protocol (emucomm.h).
  */
 #ifndef WL_COMM_H
 #define WL_COMM_H

@@ -221,6 +221,28 @@ typedef struct wl_perm_args {
     int32_t E, k, accumulate, dt;
 } wl_perm_args_t;
 
+/* Emulated communication (--emulate-comm, emucomm.h): one kernel in place of one collective
+ * of a group whose other members this job does not run. Launched with sms blocks (the SMs
+ * an NCCL ring kernel holds); block i copies chunks i, i + sms, ... of every segment
+ * (dst[j] = src[j], or 0 when src is NULL) and raises its flag after each chunk, as a ring
+ * step reads a chunk, writes it and signals the peer; a block that is done before target_ns
+ * have passed since it started spins until they have. t_start and t_end (NULL: not
+ * measured) receive the kernel's device start (min over blocks) and end (max) in ns. */
+#define WL_EMU_SEGS 4
+typedef struct wl_emu_seg {
+    const void *src; /* NULL: zero fill */
+    void *dst;       /* may equal src (in place) */
+    int64_t bytes;
+} wl_emu_seg_t;
+
+typedef struct wl_emu_args {
+    wl_emu_seg_t seg[WL_EMU_SEGS];
+    int32_t nseg, sms;
+    int64_t target_ns;
+    unsigned long long *flags;            /* one per block: chunks done (never read) */
+    unsigned long long *t_start, *t_end;  /* this launch's measurement, or NULL */
+} wl_emu_args_t;
+
 /* The kernel list: X(enum suffix, name, argument type). */
 #define WL_KERNELS(X)                                                                    \
     X(EMBED_FWD, "embedding_fwd", wl_embed_args_t)                                       \
@@ -250,7 +272,8 @@ typedef struct wl_perm_args {
     X(PERMUTE, "permute", wl_perm_args_t)                                                \
     X(PERMUTE_BWD, "permute_bwd", wl_perm_args_t)                                        \
     X(UNPERMUTE, "unpermute", wl_perm_args_t)                                            \
-    X(UNPERMUTE_BWD, "unpermute_bwd", wl_perm_args_t)
+    X(UNPERMUTE_BWD, "unpermute_bwd", wl_perm_args_t)                                   \
+    X(EMU_COMM, "wl_emu_comm", wl_emu_args_t)
 
 #define WL_K_ENUM(e, n, t) WL_K_##e,
 enum { WL_KERNELS(WL_K_ENUM) WL_K_COUNT };

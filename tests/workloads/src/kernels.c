@@ -75,7 +75,7 @@ static void register_host(int (*reg)(const void *, const vgpu_kernel_desc_t *))
         WL_KERNELS(WL_PTR)
 #undef WL_PTR
     };
-    const wl_khost_t *tabs[] = {wl_khost_basic, wl_khost_nn};
+    const wl_khost_t *tabs[] = {wl_khost_basic, wl_khost_nn, wl_khost_emu};
     for (size_t t = 0; t < sizeof tabs / sizeof tabs[0]; t++) {
         for (const wl_khost_t *k = tabs[t]; k->id >= 0; k++) {
             vgpu_kernel_desc_t d = {.name = names[k->id], .nparams = 1,

@@ -45,6 +45,7 @@ typedef struct wl_khost {
 /* Tables of host kernels, each ended by id -1. */
 extern const wl_khost_t wl_khost_basic[]; /* kernels_host.c */
 extern const wl_khost_t wl_khost_nn[];    /* kernels_nn.c */
+extern const wl_khost_t wl_khost_emu[];   /* emucomm.c */
 
 /* The argument block of a launch. */
 #define WL_ARGS(l, type) ((const type *)(l)->args[0])

@@ -5,15 +5,18 @@
 
 #include <string.h>
 
+/* One process per (pp, cp, ep) cell: representative ranks, or emulated communication. */
+static int cells(const wl_cfg_t *c) { return c->represent || c->emulate_comm[0]; }
+
 int wl_ps_processes(const wl_cfg_t *c)
 {
-    return c->represent ? c->pp * c->cp * c->ep : c->tp * c->cp * c->dp * c->pp;
+    return cells(c) ? c->pp * c->cp * c->ep : c->tp * c->cp * c->dp * c->pp;
 }
 
 /* Is global rank g one of this job's processes? */
 static int is_process(const wl_cfg_t *c, int g)
 {
-    if (!c->represent) return 1;
+    if (!cells(c)) return 1;
     int rest = g / c->tp, dp = (rest / c->cp) % c->dp;
     return g % c->tp == 0 && dp / c->ep == 0;
 }
@@ -53,7 +56,7 @@ static void ranks(wl_ps_t *ps, const wl_cfg_t *c)
  * tp rank 0 and expert-data-parallel rank 0 of its (pp, cp, ep) cell. */
 static int virtual_rank(const wl_cfg_t *c, int proc)
 {
-    if (!c->represent) return proc;
+    if (!cells(c)) return proc;
     int cp = proc % c->cp, ep = (proc / c->cp) % c->ep, pp = proc / (c->cp * c->ep);
     return c->tp * (cp + c->cp * (ep + c->dp * pp));
 }
@@ -64,7 +67,7 @@ static int virtual_rank(const wl_cfg_t *c, int proc)
  * talk across nodes as they would in the full job. On a real GPU the variable is unused. */
 static void tell_vgpu_rank(const wl_cfg_t *c, int grank)
 {
-    if (!c->represent) return;
+    if (!cells(c)) return;
     char buf[16];
     snprintf(buf, sizeof buf, "%d", grank);
     setenv("VGPU_RANK", buf, 1); /* read by the vgpu at its first call */
@@ -78,7 +81,7 @@ void wl_ps_init(wl_ps_t *ps, const wl_cfg_t *c)
     ps->world = c->tp * c->cp * c->dp * c->pp;
     if (ps->nproc != wl_ps_processes(c))
         wl_fatal("this configuration needs %d processes (%s), the job has %d", wl_ps_processes(c),
-                 c->represent ? "pp x cp x ep, representative ranks" : "tp x cp x dp x pp", ps->nproc);
+                 cells(c) ? "pp x cp x ep, one per cell" : "tp x cp x dp x pp", ps->nproc);
     ps->grank = virtual_rank(c, ps->proc);
     tell_vgpu_rank(c, ps->grank);
     ranks(ps, c);
@@ -99,7 +102,8 @@ void wl_ps_connect(wl_ps_t *ps, const wl_cfg_t *c)
 {
     wl_group_t *all[] = {&ps->dp_cp, &ps->dp, &ps->cp, &ps->tp, &ps->pp, &ps->ep, &ps->edp};
     if (c->comm_split) {
-        if (c->represent) wl_fatal("--comm-split needs every rank as a process (not with representative ranks)");
+        if (cells(c)) wl_fatal("--comm-split needs every rank as a process (not with representative ranks "
+                               "or emulated communication)");
         ps->world_comm = wl_world_comm(MPI_COMM_WORLD, ps->proc, ps->nproc);
     }
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {

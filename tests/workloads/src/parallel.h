@@ -13,6 +13,8 @@
  * rank, expert-parallel rank) with tp rank 0 and expert-data-parallel rank 0; groups whose
  * other members are not processes (tp, dp, dp-cp, edp) become vgpu representative
  * communicators (vgpu_nccl_represent), the rest (pp, cp, ep) connect the processes for real.
+ * --emulate-comm uses the same processes and emulates the collectives of the groups whose
+ * other members are not processes, on any device (emucomm.h).
  */
 #ifndef WL_PARALLEL_H
 #define WL_PARALLEL_H

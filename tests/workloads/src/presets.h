@@ -20,14 +20,16 @@ typedef struct wl_run_preset {
     const char *model;
     int dp, tp, pp, cp, mbs, gbs, seq;
     const char *device;     /* vgpu profile */
-    double megatron, dhelix; /* the paper's TFLOP/s per GPU */
+    double megatron, dhelix; /* the paper's TFLOP/s per GPU; 0 where it gives none */
     const char *source;
+    double mfu_gain_lo, mfu_gain_hi; /* MFU points gained, where the paper gives only that */
 } wl_run_preset_t;
 
 /* NULL when unknown. */
 const wl_model_preset_t *wl_find_model(const char *name);
 const wl_run_preset_t *wl_find_preset(const char *name);
-/* The paper's configurations, in the order of its table; *n gets their number. */
+/* The paper's configurations, in the order of its table, then the Hopper ones; *n gets
+ * their number. */
 const wl_run_preset_t *wl_paper_presets(int *n);
 /* Prints every model and preset with its source. */
 void wl_list_presets(FILE *f);

@@ -86,8 +86,9 @@ static void json(const wl_report_t *r)
            r->world, r->nproc, c->represent, c->timing_only, r->flops);
     printf(" \"iterations\": [");
     for (int i = 0; i < r->n; i++)
-        printf("%s\n  {\"iter\": %d, \"loss\": %.9g, \"time_ms\": %.6f, \"tflops_per_gpu\": %.4f, \"mfu\": %.5f}",
-               i ? "," : "", i + 1, r->it[i].loss, r->it[i].time_ms, r->it[i].tflops, r->it[i].mfu);
+        printf("%s\n  {\"iter\": %d, \"loss\": %.9g, \"loss_hex\": \"%a\", \"time_ms\": %.6f, "
+               "\"tflops_per_gpu\": %.4f, \"mfu\": %.5f}",
+               i ? "," : "", i + 1, r->it[i].loss, r->it[i].loss, r->it[i].time_ms, r->it[i].tflops, r->it[i].mfu);
     printf("],\n \"tflops_per_gpu\": %.4f, \"mfu\": %.5f, \"peak_tflops\": %.2f", tf, tf / r->peak_tflops,
            r->peak_tflops);
     if (c->paper_tflops > 0)

@@ -9,6 +9,7 @@
 
 #include "blas.h"
 #include "head.h"
+#include "inject.h"
 #include "layers.h"
 
 /* The autograd device thread: runs one backward at a time for the main thread. */
@@ -146,7 +147,10 @@ static void forward_step(wl_sched_t *s, wl_mb_t *mb, void *input, int iter)
     if (ms->first) wl_embed_fwd(ms, mb);
     else mb->input = input;
     void *x = mb->input;
-    for (int l = 0; l < ms->nlayers; l++) x = wl_layer_fwd(ms, &ms->layers[l], &mb->saved[l], x);
+    for (int l = 0; l < ms->nlayers; l++) {
+        x = wl_layer_fwd(ms, &ms->layers[l], &mb->saved[l], x);
+        if (l == 0) wl_inject_point(iter, mb->index, s->M); /* WL_INJECT: mid-iteration */
+    }
     mb->output = x;
     if (ms->last) wl_head_fwd(ms, mb, s->iter_loss);
 }

@@ -19,6 +19,7 @@
 
 #include "blas.h"
 #include "cli.h"
+#include "inject.h"
 #include "kernels.h"
 #include "report.h"
 #include "schedule.h"
@@ -152,6 +153,7 @@ static void setup(run_t *r)
     wl_comm_init(r->cfg.nccl_current);
     wl_ps_connect(&r->ps, &r->cfg);
     wl_model_build(&r->ms, &r->cfg, &r->ps);
+    wl_inject_init();
     r->opt = wl_opt_create(&r->ms);
     r->sched = wl_sched_create(&r->ms, r->opt);
     r->iter_loss = wl_alloc(sizeof(float));
@@ -198,6 +200,7 @@ static void vgpu_stats(run_t *r)
 static void teardown(run_t *r)
 {
     wl_sched_destroy(r->sched);
+    wl_inject_fini();
     wl_free(r->iter_loss);
     wl_opt_destroy(r->opt);
     WL_CK(cudaFreeHost(r->host_loss));

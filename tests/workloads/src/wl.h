@@ -74,6 +74,7 @@ typedef struct wl_cfg {
     char device_profile[64];
     double paper_tflops; /* Megatron baseline from the paper, 0 when none */
     double peak_tflops;  /* override of the device's dense bf16 peak */
+    char emulate_comm[32]; /* --emulate-comm (emucomm.h), "" when off */
 } wl_cfg_t;
 
 /* ---- runtime state shared by the parts ---- */

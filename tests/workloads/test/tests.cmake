@@ -31,3 +31,17 @@ foreach(p llama-8b-a40 llama-25b-a40 llama-39b-a40 gpt-6.7b-a40 gpt-18b-a40 gpt-
           llama-66b-16k-a800 llama-66b-32k-a800)
   wl_test(preset.${p} preset:${p} 120)
 endforeach()
+
+# Emulated communication on one device (src/emucomm.h, --emulate-comm) with and without
+# the shim, and the profile -> plan -> SI path over it: test/wl_emu_check.c says what each
+# checks. tests/gpu.cmake runs them on a GPU.
+add_executable(wl_emu_check ${CMAKE_CURRENT_SOURCE_DIR}/test/wl_emu_check.c)
+target_link_libraries(wl_emu_check PRIVATE PkgConfig::JANSSON m)
+add_dependencies(wl_emu_check workload dhelix_shim dhelix)
+dh_add_test(NAME workloads.emulate_comm
+  COMMAND $<TARGET_FILE:wl_emu_check> vgpu emulate $<TARGET_FILE:workload> $<TARGET_FILE:dhelix_shim>
+  ENV ${_wl_env} LABELS workloads VGPU TIMEOUT 180)
+dh_add_test(NAME workloads.emulate_plan
+  COMMAND $<TARGET_FILE:wl_emu_check> vgpu plan $<TARGET_FILE:workload> $<TARGET_FILE:dhelix_shim>
+          $<TARGET_FILE:dhelix>
+  ENV ${_wl_env} LABELS workloads VGPU TIMEOUT 180)

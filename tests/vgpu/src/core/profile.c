@@ -14,6 +14,9 @@
 /* Values common to every built-in profile (assumptions, not datasheet numbers):
  * - launch_us 4: host cost of one launch-type CUDA call (cudaLaunchKernel is 2-5 us on
  *   current drivers); the framework's own per-op overhead is not modelled.
+ * - event_us 1: host cost of cudaEventRecord or cudaStreamWaitEvent, which only append a
+ *   marker to a stream (about 1 us on current drivers, against 2-5 for a launch); to be
+ *   measured by scripts/gpu-validate on a GPU.
  * - kernel_min_us 2: the shortest kernel a real GPU runs end to end.
  * - compute_slow_by_comm 0.109: the DHelix authors' corrected Hopper report, "co-run
  *   compute slows about 10.9%" (REFERENCE.md).
@@ -23,7 +26,8 @@
  * - link_eff 0.8: NCCL bus bandwidth reaches about 80% of the link rate in nccl-tests.
  * - gemm_k_half 64, gemm_tile 128: shape efficiency, see vg_cost_gemm. */
 #define VG_COMMON                                                                      \
-    .launch_us = 4.0, .kernel_min_us = 2.0, .compute_slow_by_comm = 0.109,             \
+    .launch_us = 4.0, .event_us = 1.0, .kernel_min_us = 2.0,                             \
+    .compute_slow_by_comm = 0.109,                                                     \
     .comm_slow_by_compute = 0.10, .comm_sm_fraction = 0.15, .link_eff = 0.8,           \
     .gemm_k_half = 64.0, .gemm_tile = 128
 
@@ -70,7 +74,7 @@ static const vgpu_profile_t vg_builtin[] = {
 #define VG_PROFILE_DOUBLES(X)                                                          \
     X(fp32_tflops) X(tf32_tflops) X(fp16_tflops) X(bf16_tflops) X(gemm_eff_max)        \
     X(gemm_k_half) X(hbm_gbps) X(pcie_gbps) X(intra_gbps) X(intra_lat_us)              \
-    X(inter_gbps) X(inter_lat_us) X(link_eff) X(launch_us) X(kernel_min_us)            \
+    X(inter_gbps) X(inter_lat_us) X(link_eff) X(launch_us) X(event_us) X(kernel_min_us)            \
     X(compute_slow_by_comm) X(comm_slow_by_compute) X(comm_sm_fraction)
 #define VG_PROFILE_INTS(X) X(sm_count) X(cc_major) X(cc_minor) X(gpus_per_node) X(gemm_tile)
 

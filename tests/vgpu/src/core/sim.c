@@ -190,7 +190,7 @@ void vg__sim_enqueue(vg_stream_t *s, vg_op_t *op)
 {
     vg_device_t *d = vg__dev(s->dev);
     __atomic_store_n(&d->active, 1, __ATOMIC_RELAXED);
-    vg_g.host_ns += d->prof.launch_us * 1000.0;
+    vg_g.host_ns += (op->cls == VG_MARKER ? d->prof.event_us : d->prof.launch_us) * 1000.0;
     op->t_issue = vg_g.host_ns;
     op->seq = ++vg_g.seq;
     op->dev = s->dev;

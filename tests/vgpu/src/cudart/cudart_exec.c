@@ -131,6 +131,16 @@ VG_API cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *c, const v
     return cudaLaunchKernelExC(&cc, f, args);
 }
 
+/* The kernel's name as registered (the real runtime gives the mangled device name). */
+VG_API cudaError_t cudaFuncGetName(const char **name, const void *f)
+{
+    if (!name) RET(cudaErrorInvalidValue);
+    const vg_kernel_t *k = vg_kernel_find(f);
+    if (!k) RET(cudaErrorInvalidDeviceFunction);
+    *name = k->name;
+    return cudaSuccess;
+}
+
 /* Parameter offsets as a compiler lays them out: each at its natural alignment (the
  * largest power of two dividing its size, at most 8), in order. */
 static size_t param_align(size_t size)

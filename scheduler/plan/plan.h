@@ -1,0 +1,172 @@
+/*
+ * plan.h: profiles (what profile mode recorded) and Strand Interleaving plans (what plan
+ * mode executes), their files, and the planner that turns the one into the other.
+ *
+ * File formats: docs/plan-format.md (the contract; this header mirrors it).
+ *
+ * Everything here is plain data and pure functions of their arguments: thread-safe for
+ * distinct objects; a loaded plan is read-only and may be shared between threads.
+ * Errors: every loader and the planner return a status and write one line to err that
+ * names the file (or "<buffer>") and the problem, e.g.
+ *     "plan.json: version 7 is not supported (this shim reads version 1)".
+ */
+#ifndef DH_PLAN_H
+#define DH_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/status.h"
+
+#define DH_PROFILE_VERSION 1
+#define DH_PLAN_VERSION 1
+#define DH_PLAN_NAME_MAX 64
+
+/* X(id, name): what an operation is, for the cost model and the legality rules. */
+#define DH_OPCLASS_LIST(X) \
+    X(COMPUTE, "compute")  \
+    X(COMM, "comm")        \
+    X(COPY, "copy")        \
+    X(EVENT, "event")      \
+    X(FREE, "free")        \
+    X(HOST, "host")
+
+typedef enum dh_opclass {
+#define DH__OPCLASS_ENUM(id, name) DH_CLS_##id,
+    DH_OPCLASS_LIST(DH__OPCLASS_ENUM)
+#undef DH__OPCLASS_ENUM
+    DH_CLS_COUNT
+} dh_opclass_t;
+
+const char *dh_opclass_name(dh_opclass_t c);
+/* -1 when name is not a class name. */
+int dh_opclass_parse(const char *name);
+
+/* ---- profiles ---- */
+
+typedef struct dh_prof_comm {
+    char name[DH_PLAN_NAME_MAX];    /* commName, may be "" */
+    char role[16];                  /* "tp", "cp+dp", ... or "" (unknown) */
+    int nranks, rank;
+} dh_prof_comm_t;
+
+typedef struct dh_prof_op {
+    uint32_t thread;                /* issuing thread, ordinal in the process (0: first) */
+    uint32_t stream;                /* framework stream, ordinal (0: the legacy stream) */
+    char kind[16];                  /* op kind name: "GEMM", "KERNEL", "NCCL", ... */
+    dh_opclass_t cls;
+    uint64_t sig;                   /* kind + static parameters */
+    uint64_t shape;                 /* data-dependent sizes (m,n,k, counts, grid) */
+    char name[DH_PLAN_NAME_MAX];    /* for people: kernel name, "gemm 4096x1024x512", ... */
+    int comm;                       /* index into comms, -1 none */
+    uint64_t bytes;                 /* COMM: this rank's payload; COPY: bytes moved */
+    double flops;                   /* COMPUTE GEMMs: 2mnk x batch; 0 otherwise */
+    double us;                      /* device duration in microseconds, < 0 unknown */
+    double start_us;                /* device start relative to the profile's first op, < 0 unknown */
+    int64_t mem;                    /* bytes the issuing thread allocated (stream-ordered)
+                                       since its previous op (>= 0), or, for FREE ops, minus
+                                       the bytes freed */
+    int sync_before;                /* 1: the host synchronised (a drain) right before it */
+} dh_prof_op_t;
+
+typedef struct dh_profile {
+    int version;
+    int rank, world;                /* global rank and world size (-1 unknown) */
+    char layout[DH_PLAN_NAME_MAX];  /* DHELIX_LAYOUT in effect, "" none */
+    char host[DH_PLAN_NAME_MAX];
+    char device[DH_PLAN_NAME_MAX];  /* device name as the runtime reports it */
+    int max_connections;            /* CUDA_DEVICE_MAX_CONNECTIONS in effect (8 when unset) */
+    int ncomms;
+    dh_prof_comm_t *comms;
+    size_t nops;
+    dh_prof_op_t *ops;
+    int sync_at_end;                /* the profile ends right after a host synchronisation */
+} dh_profile_t;
+
+/* Parse a profile from memory (name is used in messages) or from a file. */
+dh_status_t dh_profile_parse(const char *buf, size_t len, const char *name, dh_profile_t **out,
+                             char *err, size_t errlen);
+dh_status_t dh_profile_load(const char *path, dh_profile_t **out, char *err, size_t errlen);
+/* Writes p as JSON (docs/plan-format.md). */
+dh_status_t dh_profile_save(const dh_profile_t *p, const char *path, char *err, size_t errlen);
+void dh_profile_free(dh_profile_t *p);
+
+/* ---- plans ---- */
+
+typedef struct dh_plan_op {
+    uint64_t sig;
+    uint64_t shape;
+    int shape_dynamic;              /* the shape varied in the profile: not matched */
+    char kind[16];
+    dh_opclass_t cls;
+    char name[DH_PLAN_NAME_MAX];
+    int32_t phase;                  /* index into phases */
+    int8_t strand;                  /* 0 (strand a: backward of i, or unpaired) or 1 (b) */
+    int32_t group;                  /* index into groups */
+    double us;                      /* profiled device time */
+} dh_plan_op_t;
+
+typedef struct dh_plan_phase {
+    size_t first, n;                /* template op range */
+    char kind;                      /* 'F' forward, 'B' backward, 'O' other (optimizer, ...) */
+    int mb;                         /* micro-batch ordinal within the iteration, -1 for 'O' */
+    uint32_t thread;
+    int paired_with;                /* the phase it co-executes with, -1 none */
+} dh_plan_phase_t;
+
+typedef struct dh_plan_group {
+    /* Template ops of strand a and strand b in this group. Each strand's ops of one group
+     * are consecutive in the template; a group has at least one op. */
+    size_t a_first, a_n, b_first, b_n;
+    char *order;                    /* issue order, a_n + b_n letters 'a'/'b', NUL-ended */
+    double pred_us;                 /* predicted time of the group */
+    double start_us;                /* predicted start within the iteration */
+} dh_plan_group_t;
+
+typedef struct dh_plan_section {
+    int *ranks;                     /* global ranks this section is for */
+    int nranks;
+    uint64_t fingerprint;           /* hash of the template's signatures */
+    size_t nops;
+    dh_plan_op_t *ops;              /* the template: one iteration, in program order */
+    int nphases;
+    dh_plan_phase_t *phases;
+    int ngroups;
+    dh_plan_group_t *groups;        /* in execution order */
+    double baseline_us;             /* profiled iteration time */
+    double si_us;                   /* predicted iteration time with the plan */
+    double extra_mem_bytes;         /* predicted extra peak device memory */
+    double hidden_comm_fraction;    /* predicted share of exposed communication hidden */
+} dh_plan_section_t;
+
+typedef struct dh_plan {
+    int version;
+    char created_by[DH_PLAN_NAME_MAX];
+    int world;                      /* world size the plan is for (-1: any) */
+    char layout[DH_PLAN_NAME_MAX];  /* "" when unknown */
+    char policy[256];               /* DHELIX_GROUPS grammar, "all" by default */
+    double max_extra_mem_bytes;
+    double planning_s;
+    int nsections;
+    dh_plan_section_t *sections;
+} dh_plan_t;
+
+dh_status_t dh_plan_parse(const char *buf, size_t len, const char *name, dh_plan_t **out,
+                          char *err, size_t errlen);
+dh_status_t dh_plan_load(const char *path, dh_plan_t **out, char *err, size_t errlen);
+dh_status_t dh_plan_save(const dh_plan_t *p, const char *path, char *err, size_t errlen);
+void dh_plan_free(dh_plan_t *p);
+/* Checks the rules of docs/plan-format.md that JSON types cannot express: every op in
+ * exactly one group with matching group and strand fields, order letters, ranges inside
+ * the template, phase references, the fingerprint, ranks in at most one section. The
+ * loaders call it; the planner checks its own output with it. On a violation returns
+ * DH_ERR_PARSE and writes one line "<name>: <path> <problem>" to err. Thread-safe. */
+dh_status_t dh_plan_check(const dh_plan_t *p, const char *name, char *err, size_t errlen);
+/* The section for global rank (the first one listing it), or the only section when there
+ * is one and it lists no ranks; NULL when none applies. */
+const dh_plan_section_t *dh_plan_section_for(const dh_plan_t *p, int rank);
+
+/* The signature fingerprint of a template (FNV-1a over the sigs). */
+uint64_t dh_plan_fingerprint(const dh_plan_op_t *ops, size_t n);
+
+#endif

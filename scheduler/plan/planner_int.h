@@ -1,0 +1,115 @@
+/*
+ * planner_int.h: what phases.c hands to planner.c (not part of dh_plan's API).
+ */
+#ifndef DH_PLANNER_INT_H
+#define DH_PLANNER_INT_H
+
+#include "planner.h"
+
+/* A profile's iteration with the statistics over its repetitions. */
+typedef struct dh__tmpl {
+    dh_iteration_t it;
+    const dh_prof_op_t *ops;        /* the profile's ops of the last repetition (it.first) */
+    double *us;                     /* per template op: mean known time, -1 when never known */
+    int *shape_dyn;                 /* per template op: the shape varied between repetitions */
+    double baseline_us;             /* mean iteration time */
+    double exposed_comm_us;         /* mean comm time not under any compute */
+    size_t unknown_us;              /* template ops with no known time */
+} dh__tmpl_t;
+
+/* Finds p's iteration and its statistics. Errors as dh_profile_find_iteration. */
+dh_status_t dh__tmpl_build(const dh_profile_t *p, const char *name, dh__tmpl_t *t, char *err,
+                           size_t errlen);
+void dh__tmpl_free(dh__tmpl_t *t);
+
+/* Splits template ops[0..n) into phases, gives them kinds, micro-batches and pairs
+ * (planner.h steps 3 and 4). *out is malloc'ed. Errors: DH_ERR_NOMEM. */
+dh_status_t dh__phases(const dh_prof_op_t *ops, size_t n, dh_plan_phase_t **out, int *nphases);
+
+/* ---- groups.c: a section's groups ---- */
+
+typedef struct dh__groups {         /* the groups made so far, in execution order */
+    dh_plan_group_t *g;
+    int n, cap;
+} dh__groups_t;
+
+/* Serial strand-a work: template ops [first, first+n) as one group, or appended to the last
+ * group when that is strand a alone and ends at first (no barrier between the two). Its
+ * predicted time is pred_us, or the ops' solo times when pred_us < 0. Errors: DH_ERR_NOMEM. */
+dh_status_t dh__emit_serial(dh_plan_section_t *s, dh__groups_t *gs, size_t first, size_t n,
+                            double pred_us);
+/* The groups of one aligned pair r: A (strand a) starts at template op a_base, B (strand b)
+ * at b_base; cuta and cutb are the units the DP ran on (relative to the phases). A leading
+ * solo-a step joins the serial group before it (dh__emit_serial); a paired group's issue
+ * order goes unit by unit. Errors: DH_ERR_NOMEM. */
+dh_status_t dh__emit_pair(dh_plan_section_t *s, dh__groups_t *gs, size_t a_base, size_t b_base,
+                          const dh_align_result_t *r, const size_t *cuta, const size_t *cutb);
+void dh__groups_free(dh__groups_t *gs);
+
+/* ---- match.c ---- */
+
+/* Matches b's ops to a's by signature with the fewest insertions and deletions: match[j]
+ * (room for nb) is the index in a of b's op j, or -1 when it has none. Returns the number
+ * of edits, -1 when more than max_edits are needed (match undefined), -2 out of memory. */
+long dh__match_sigs(const uint64_t *a, size_t na, const uint64_t *b, size_t nb,
+                    size_t max_edits, long *match);
+
+/* Ranks of one program run in lockstep (their collectives wait for each other), so they
+ * should run one schedule; and the runtime's dependency moves keep the order of collectives
+ * alike on every rank only when the ranks' groups are alike. So a section whose template
+ * differs from an earlier section's by at most DH__MIRROR_EDITS ops plus one per
+ * DH__MIRROR_PER_EDIT (rank 0 loads the data) mirrors the first such section (its root,
+ * which mirrors none): every section of the cluster, the root included, plans with the
+ * root's DP input for the ops they share, and with the ops that not all of them have as
+ * bookkeeping (no time; compute and copy ones as events), so their DPs see one input and
+ * choose the same groups. */
+#define DH__MIRROR_EDITS 8
+#define DH__MIRROR_PER_EDIT 50
+
+typedef struct dh__mirror {
+    int ns;
+    int *root;                      /* [k]: the section k mirrors, k itself for a root */
+    long **match;                   /* [k]: section k's ops matched to its root's (-1: one
+                                       the root lacks); NULL for a root */
+    uint8_t **alone;                /* [r]: root r's ops that a section of its cluster lacks;
+                                       NULL when none mirrors r */
+} dh__mirror_t;
+
+/* The clusters of the sections' templates (tmpl[k] is section k's). Errors: DH_ERR_NOMEM. */
+dh_status_t dh__mirror_build(const dh__tmpl_t *const *tmpl, int ns, dh__mirror_t *m);
+void dh__mirror_free(dh__mirror_t *m);
+
+/* ---- orders.c: one order of collectives per communicator for every section ---- */
+
+typedef struct dh__ordrec {         /* one communicator's order in one reference pair */
+    char key[160];                  /* name|role|nranks|occurrence */
+    size_t na, nb;                  /* its collectives in A and in B */
+    uint8_t *seq;                   /* na + nb entries, as dh_align_order_t.from_b */
+} dh__ordrec_t;
+
+typedef struct dh__pairrec {
+    dh__ordrec_t *recs;
+    int n;
+} dh__pairrec_t;
+
+typedef struct dh__orders {         /* the orders chosen so far, by pair ordinal */
+    dh__pairrec_t *pairs;
+    int npairs;
+} dh__orders_t;
+
+/* Records, for the communicators of pair ordinal pair that no earlier section chose for
+ * (by key and counts), the orders its DP result r runs, or program order (all of A first)
+ * when r is NULL (the pair runs serially). prof names the communicators. Errors:
+ * DH_ERR_NOMEM. */
+dh_status_t dh__orders_record(dh__orders_t *o, int pair, const dh_profile_t *prof,
+                              const dh_align_op_t *a, size_t na, const dh_align_op_t *b,
+                              size_t nb, const dh_align_result_t *r);
+/* The orders a section's pair must follow: one per communicator of its collectives that an
+ * earlier section chose for (same key and counts); the others are its DP's to choose. *out
+ * and *buf (the sequences) are malloc'ed. Errors: DH_ERR_NOMEM. */
+dh_status_t dh__orders_for(const dh__orders_t *o, int pair, const dh_profile_t *prof,
+                           const dh_align_op_t *a, size_t na, const dh_align_op_t *b, size_t nb,
+                           dh_align_order_t **out, int *nout, uint8_t **buf);
+void dh__orders_free(dh__orders_t *o);
+
+#endif

@@ -1,0 +1,228 @@
+/* profile_io.c: profiles (docs/plan-format.md) from and to JSON. */
+#include "plan_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define DH__READER "this shim"
+
+static dh_status_t dh__comm_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at,
+                                  size_t i, dh_prof_comm_t *c)
+{
+    dh__jpath_t here = DH__JIDX(at, i);
+    json_t *o;
+    long long v;
+    DH_CHECK(dh__jobj_at(r, arr, &here, i, &o));
+    DH_CHECK(dh__jstr(r, o, &here, "name", 0, "", c->name, sizeof(c->name)));
+    DH_CHECK(dh__jstr(r, o, &here, "role", 0, "", c->role, sizeof(c->role)));
+    DH_CHECK(dh__jint(r, o, &here, "nranks", 0, -1, -1, 1 << 24, &v));
+    c->nranks = (int)v;
+    DH_CHECK(dh__jint(r, o, &here, "rank", 0, -1, -1, 1 << 24, &v));
+    c->rank = (int)v;
+    if (c->nranks > 0 && c->rank >= c->nranks)
+        return dh__jerr(r, &here, "has rank %d in a communicator of %d", c->rank, c->nranks);
+    return DH_OK;
+}
+
+/* The class member: a name from DH_OPCLASS_LIST. */
+static dh_status_t dh__class_parse(const dh__jr_t *r, json_t *o, const dh__jpath_t *at,
+                                   dh_opclass_t *out)
+{
+    char cls[16];
+    DH_CHECK(dh__jstr(r, o, at, "c", 1, "", cls, sizeof(cls)));
+    int c = dh_opclass_parse(cls);
+    if (c < 0) {
+        dh__jpath_t here = DH__JKEY(at, "c");
+        return dh__jerr(r, &here, "is \"%s\", not an op class (compute, comm, copy, event, "
+                                  "free, host)", cls);
+    }
+    *out = (dh_opclass_t)c;
+    return DH_OK;
+}
+
+static dh_status_t dh__op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at, size_t i,
+                                int ncomms, dh_prof_op_t *op)
+{
+    dh__jpath_t here = DH__JIDX(at, i);
+    json_t *o;
+    long long v;
+    DH_CHECK(dh__jobj_at(r, arr, &here, i, &o));
+    DH_CHECK(dh__jint(r, o, &here, "t", 1, 0, 0, 0xffffffffLL, &v));
+    op->thread = (uint32_t)v;
+    DH_CHECK(dh__jint(r, o, &here, "s", 0, 0, 0, 0xffffffffLL, &v));
+    op->stream = (uint32_t)v;
+    DH_CHECK(dh__jstr(r, o, &here, "k", 1, "", op->kind, sizeof(op->kind)));
+    DH_CHECK(dh__class_parse(r, o, &here, &op->cls));
+    DH_CHECK(dh__jhex(r, o, &here, "sig", 0, &op->sig, NULL));
+    int no_shape;
+    DH_CHECK(dh__jhex(r, o, &here, "shape", 1, &op->shape, &no_shape));
+    DH_CHECK(dh__jstr(r, o, &here, "name", 0, "", op->name, sizeof(op->name)));
+    DH_CHECK(dh__jint(r, o, &here, "comm", 0, -1, -1, ncomms - 1, &v));
+    op->comm = (int)v;
+    DH_CHECK(dh__jint(r, o, &here, "bytes", 0, 0, 0, 1LL << 62, &v));
+    op->bytes = (uint64_t)v;
+    DH_CHECK(dh__jnum(r, o, &here, "flops", 0, 0, 0, 1e30, &op->flops));
+    DH_CHECK(dh__jnum(r, o, &here, "us", 0, -1, -1e300, 1e15, &op->us));
+    DH_CHECK(dh__jnum(r, o, &here, "start_us", 0, -1, -1e300, 1e15, &op->start_us));
+    DH_CHECK(dh__jint(r, o, &here, "mem", 0, 0, -(1LL << 60), 1LL << 60, &v));
+    op->mem = (int64_t)v;
+    DH_CHECK(dh__jint(r, o, &here, "sync", 0, 0, 0, 1, &v));
+    op->sync_before = (int)v;
+    /* Negative times of any size mean "unknown"; one spelling keeps the planner simple. */
+    if (op->us < 0)
+        op->us = -1;
+    if (op->start_us < 0)
+        op->start_us = -1;
+    return DH_OK;
+}
+
+static dh_status_t dh__profile_fill(const dh__jr_t *r, json_t *root, dh_profile_t *p)
+{
+    long long v;
+    p->version = DH_PROFILE_VERSION;
+    DH_CHECK(dh__jint(r, root, NULL, "rank", 0, -1, -1, 1 << 24, &v));
+    p->rank = (int)v;
+    DH_CHECK(dh__jint(r, root, NULL, "world", 0, -1, -1, 1 << 24, &v));
+    p->world = v == 0 ? -1 : (int)v;
+    DH_CHECK(dh__jstr(r, root, NULL, "layout", 0, "", p->layout, sizeof(p->layout)));
+    DH_CHECK(dh__jstr(r, root, NULL, "host", 0, "", p->host, sizeof(p->host)));
+    DH_CHECK(dh__jstr(r, root, NULL, "device", 0, "", p->device, sizeof(p->device)));
+    DH_CHECK(dh__jint(r, root, NULL, "max_connections", 0, 8, 1, 1024, &v));
+    p->max_connections = (int)v;
+    DH_CHECK(dh__jint(r, root, NULL, "sync_at_end", 0, 0, 0, 1, &v));
+    p->sync_at_end = (int)v;
+    if (p->world > 0 && p->rank >= p->world) {
+        dh__jpath_t here = DH__JKEY(NULL, "rank");
+        return dh__jerr(r, &here, "is %d in a world of %d", p->rank, p->world);
+    }
+
+    json_t *comms, *ops;
+    dh__jpath_t comms_at = DH__JKEY(NULL, "comms");
+    DH_CHECK(dh__jarr(r, root, NULL, "comms", 0, DH__MAX_COMMS, &comms));
+    size_t nc = comms ? json_array_size(comms) : 0;
+    if (nc > 0 && (p->comms = calloc(nc, sizeof(*p->comms))) == NULL)
+        return DH_ERR_NOMEM;
+    for (size_t i = 0; i < nc; i++) {
+        DH_CHECK(dh__comm_parse(r, comms, &comms_at, i, &p->comms[i]));
+        p->ncomms++;
+    }
+
+    dh__jpath_t ops_at = DH__JKEY(NULL, "ops");
+    DH_CHECK(dh__jarr(r, root, NULL, "ops", 1, DH__MAX_OPS, &ops));
+    size_t n = json_array_size(ops);
+    if (n > 0 && (p->ops = calloc(n, sizeof(*p->ops))) == NULL)
+        return DH_ERR_NOMEM;
+    for (size_t i = 0; i < n; i++) {
+        DH_CHECK(dh__op_parse(r, ops, &ops_at, i, p->ncomms, &p->ops[i]));
+        p->nops++;
+    }
+    return DH_OK;
+}
+
+dh_status_t dh_profile_parse(const char *buf, size_t len, const char *name, dh_profile_t **out,
+                             char *err, size_t errlen)
+{
+    dh__jr_t r = {name ? name : "<buffer>", err, errlen};
+    *out = NULL;
+    if (err && errlen)
+        err[0] = '\0';
+    json_t *root;
+    DH_CHECK(dh__jparse(&r, buf, len, &root));
+    dh_status_t st = dh__jcheck_header(&r, root, "dhelix-profile", DH_PROFILE_VERSION, DH__READER);
+    dh_profile_t *p = NULL;
+    if (st == DH_OK && (p = calloc(1, sizeof(*p))) == NULL)
+        st = DH_ERR_NOMEM;
+    if (st == DH_OK)
+        st = dh__profile_fill(&r, root, p);
+    json_decref(root);
+    if (st == DH_ERR_NOMEM)
+        dh__errf(err, errlen, r.file, "out of memory");
+    if (st != DH_OK) {
+        dh_profile_free(p);
+        return st;
+    }
+    *out = p;
+    return DH_OK;
+}
+
+dh_status_t dh_profile_load(const char *path, dh_profile_t **out, char *err, size_t errlen)
+{
+    char *buf;
+    size_t len;
+    *out = NULL;
+    DH_CHECK(dh__read_file(path, &buf, &len, err, errlen));
+    dh_status_t st = dh_profile_parse(buf, len, path, out, err, errlen);
+    free(buf);
+    return st;
+}
+
+void dh_profile_free(dh_profile_t *p)
+{
+    if (p == NULL)
+        return;
+    free(p->comms);
+    free(p->ops);
+    free(p);
+}
+
+/* ---- writing ---- */
+
+static void dh__op_json(dh_strbuf_t *b, const dh_prof_op_t *op)
+{
+    char sig[17], shape[17];
+    dh__hex16(op->sig, sig);
+    dh__hex16(op->shape, shape);
+    dh_strbuf_printf(b, "    {\"t\": %u, \"s\": %u, \"k\": ", op->thread, op->stream);
+    dh_strbuf_json_str(b, op->kind);
+    dh_strbuf_printf(b, ", \"c\": \"%s\", \"sig\": \"%s\", \"shape\": \"%s\", \"name\": ",
+                     dh_opclass_name(op->cls), sig, shape);
+    dh_strbuf_json_str(b, op->name);
+    dh_strbuf_printf(b, ", \"comm\": %d, \"bytes\": %llu, \"flops\": ", op->comm,
+                     (unsigned long long)op->bytes);
+    dh__json_num(b, op->flops);
+    dh_strbuf_puts(b, ", \"us\": ");
+    dh__json_num(b, op->us);
+    dh_strbuf_puts(b, ", \"start_us\": ");
+    dh__json_num(b, op->start_us);
+    dh_strbuf_printf(b, ", \"mem\": %lld, \"sync\": %d}", (long long)op->mem, op->sync_before);
+}
+
+static void dh__profile_json(dh_strbuf_t *b, const dh_profile_t *p)
+{
+    dh_strbuf_printf(b, "{\n  \"format\": \"dhelix-profile\", \"version\": %d,\n",
+                     DH_PROFILE_VERSION);
+    dh_strbuf_printf(b, "  \"rank\": %d, \"world\": %d, \"layout\": ", p->rank, p->world);
+    dh_strbuf_json_str(b, p->layout);
+    dh_strbuf_puts(b, ", \"host\": ");
+    dh_strbuf_json_str(b, p->host);
+    dh_strbuf_puts(b, ", \"device\": ");
+    dh_strbuf_json_str(b, p->device);
+    dh_strbuf_printf(b, ",\n  \"max_connections\": %d,\n  \"comms\": [", p->max_connections);
+    for (int i = 0; i < p->ncomms; i++) {
+        const dh_prof_comm_t *c = &p->comms[i];
+        dh_strbuf_puts(b, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
+        dh_strbuf_json_str(b, c->name);
+        dh_strbuf_puts(b, ", \"role\": ");
+        dh_strbuf_json_str(b, c->role);
+        dh_strbuf_printf(b, ", \"nranks\": %d, \"rank\": %d}", c->nranks, c->rank);
+    }
+    dh_strbuf_puts(b, p->ncomms ? "\n  ],\n  \"ops\": [" : "],\n  \"ops\": [");
+    for (size_t i = 0; i < p->nops; i++) {
+        dh_strbuf_puts(b, i ? ",\n" : "\n");
+        dh__op_json(b, &p->ops[i]);
+    }
+    dh_strbuf_printf(b, "%s],\n  \"sync_at_end\": %d\n}\n", p->nops ? "\n  " : "", p->sync_at_end);
+}
+
+dh_status_t dh_profile_save(const dh_profile_t *p, const char *path, char *err, size_t errlen)
+{
+    dh_strbuf_t b = DH_STRBUF_INIT;
+    dh__profile_json(&b, p);
+    dh_status_t st = dh_strbuf_status(&b);
+    if (st != DH_OK)
+        dh__errf(err, errlen, path, "out of memory");
+    else
+        st = dh__write_file(path, dh_strbuf_str(&b), b.len, err, errlen);
+    dh_strbuf_free(&b);
+    return st;
+}

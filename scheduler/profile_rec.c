@@ -1,0 +1,237 @@
+/*
+ * profile_rec.c: profile mode's recorder (see profile_rec.h).
+ *
+ * Device time comes from a pair of events around each replayed stream op, read once at
+ * exit relative to the first op's start event: on a GPU that is the op's device time with
+ * whatever ran beside it in the program's own order (CUPTI would give kernel-only times;
+ * events also work on the vgpu, whose events report virtual time).
+ */
+#define _GNU_SOURCE
+#include "profile_rec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "common/strbuf.h"
+#include "nccl_op.h"
+#include "plan.h"
+#include "real.h"
+#include "registry.h"
+
+#define DH__MAX_COMMS 256
+
+typedef struct dh__prec {
+    cudaEvent_t ev[2];
+    int device;
+} dh__prec_t;
+
+/* Event pairs live in fixed chunks that never move: the dispatcher writes record i's while
+ * the framework thread may be adding records (no lock is shared with dh_prof_bracket). A
+ * chunk is allocated before its first record is handed to the scheduler, which orders it
+ * before the dispatcher's use. */
+#define DH__EV_CHUNK 4096
+#define DH__EV_CHUNKS (10000000 / DH__EV_CHUNK + 1) /* DHELIX_PROFILE_OPS at most 10^7 */
+
+static dh__prec_t *dh__ev_chunks[DH__EV_CHUNKS];
+
+static dh__prec_t *dh__ev_at(size_t i) { return &dh__ev_chunks[i / DH__EV_CHUNK][i % DH__EV_CHUNK]; }
+
+static struct {
+    dh_prof_op_t *ops;       /* guarded by dh__s.lock (the caller's) */
+    size_t n, cap, max;
+    int pending_sync;
+    const void *comms[DH__MAX_COMMS];
+    dh_prof_comm_t comm_info[DH__MAX_COMMS];
+    int ncomms;
+    int full_warned;
+} dh__pr;
+
+static int dh__comm_index(const void *reg)
+{
+    if (!reg)
+        return -1;
+    for (int i = 0; i < dh__pr.ncomms; i++)
+        if (dh__pr.comms[i] == reg)
+            return i;
+    if (dh__pr.ncomms == DH__MAX_COMMS)
+        return -1;
+    int i = dh__pr.ncomms++;
+    dh__pr.comms[i] = reg;
+    dh_prof_comm_t *c = &dh__pr.comm_info[i];
+    dh_nccl_reg_describe(reg, c->name, sizeof c->name, c->role, sizeof c->role, &c->nranks,
+                         &c->rank);
+    if (strcmp(c->role, "-") == 0)
+        c->role[0] = '\0';
+    return i;
+}
+
+uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
+                        int stream_ordinal)
+{
+    if (!dh__pr.max)
+        dh__pr.max = (size_t)dh_config()->profile_ops;
+    if (dh__pr.n >= dh__pr.max) {
+        if (!dh__pr.full_warned++)
+            DH_WARN(SCHED, "profile: %zu operations recorded (DHELIX_PROFILE_OPS); later ones "
+                    "run unrecorded", dh__pr.n);
+        return 0;
+    }
+    if (dh__pr.n == dh__pr.cap) {
+        size_t cap = dh__pr.cap ? dh__pr.cap * 2 : 4096;
+        dh_prof_op_t *o = realloc(dh__pr.ops, cap * sizeof *o);
+        if (!o)
+            return 0;
+        dh__pr.ops = o;
+        dh__pr.cap = cap;
+    }
+    size_t i = dh__pr.n;
+    if (!dh__ev_chunks[i / DH__EV_CHUNK] &&
+        !(dh__ev_chunks[i / DH__EV_CHUNK] = calloc(DH__EV_CHUNK, sizeof(dh__prec_t))))
+        return 0;
+    dh__pr.n++;
+    dh_prof_op_t *r = &dh__pr.ops[i];
+    memset(r, 0, sizeof *r);
+    r->thread = (uint32_t)op->thread;
+    r->stream = (uint32_t)stream_ordinal;
+    snprintf(r->kind, sizeof r->kind, "%s", dh_op_kind_name(op->kind));
+    r->cls = (dh_opclass_t)d->cls;
+    r->sig = d->sig;
+    r->shape = d->shape;
+    snprintf(r->name, sizeof r->name, "%s", d->name);
+    r->comm = dh__comm_index(d->comm);
+    r->bytes = d->bytes;
+    r->flops = d->flops;
+    r->us = r->start_us = -1;
+    r->mem = op->kind == DH_OP_FREE_ASYNC ? -(int64_t)op->free_bytes : mem;
+    r->sync_before = dh__pr.pending_sync;
+    dh__pr.pending_sync = 0;
+    return i + 1;
+}
+
+void dh_prof_sync(void) { dh__pr.pending_sync = 1; }
+
+void dh_prof_bracket(uint64_t idx1, cudaStream_t s, int begin)
+{
+    if (!idx1)
+        return;
+    const dh_real_t *R = dh_real();
+    dh__prec_t *e = dh__ev_at(idx1 - 1);
+    cudaEvent_t *ev = &e->ev[begin ? 0 : 1];
+    if (!*ev && R->cudaEventCreateWithFlags(ev, cudaEventDefault) != cudaSuccess) {
+        *ev = NULL;
+        return;
+    }
+    if (R->cudaGetDevice(&e->device) != cudaSuccess || R->cudaEventRecord(*ev, s) != cudaSuccess) {
+        R->cudaEventDestroy(*ev);
+        *ev = NULL;
+    }
+}
+
+/* Device times relative to the first recorded start. */
+static void dh__harvest(void)
+{
+    const dh_real_t *R = dh_real();
+    cudaEvent_t ref = NULL;
+    for (size_t i = 0; i < dh__pr.n && !ref; i++)
+        ref = dh__ev_at(i)->ev[0];
+    if (!ref)
+        return;
+    for (size_t i = 0; i < dh__pr.n; i++) {
+        dh__prec_t *e = dh__ev_at(i);
+        if (!e->ev[0] || !e->ev[1])
+            continue;
+        R->cudaSetDevice(e->device);
+        float a = 0, b = 0;
+        if (R->cudaEventSynchronize(e->ev[1]) == cudaSuccess &&
+            R->cudaEventElapsedTime(&a, ref, e->ev[0]) == cudaSuccess &&
+            R->cudaEventElapsedTime(&b, e->ev[0], e->ev[1]) == cudaSuccess) {
+            dh__pr.ops[i].start_us = a * 1000.0;
+            dh__pr.ops[i].us = b * 1000.0;
+        }
+    }
+    for (size_t i = 0; i < dh__pr.n; i++)
+        for (int k = 0; k < 2; k++)
+            if (dh__ev_at(i)->ev[k])
+                R->cudaEventDestroy(dh__ev_at(i)->ev[k]);
+}
+
+static void dh__write_trace(const char *path, int rank)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        DH_WARN(SCHED, "profile: cannot write the trace %s", path);
+        return;
+    }
+    fprintf(f, "{\"traceEvents\":[\n");
+    int first = 1;
+    for (size_t i = 0; i < dh__pr.n; i++) {
+        const dh_prof_op_t *o = &dh__pr.ops[i];
+        if (o->us < 0)
+            continue;
+        fprintf(f, "%s{\"name\":\"", first ? "" : ",\n");
+        for (const char *c = o->name; *c; c++)
+            if (*c == '"' || *c == '\\')
+                fprintf(f, "\\%c", *c);
+            else if ((unsigned char)*c >= 0x20)
+                fputc(*c, f);
+        fprintf(f, "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
+                   "\"tid\":%u,\"args\":{\"op\":%zu,\"thread\":%u,\"kind\":\"%s\"}}",
+                dh_opclass_name(o->cls), o->start_us, o->us, rank, o->stream, i, o->thread, o->kind);
+        first = 0;
+    }
+    fprintf(f, "\n],\"displayTimeUnit\":\"ms\"}\n");
+    fclose(f);
+}
+
+void dh_prof_finish(void)
+{
+    if (!dh__pr.n)
+        return;
+    dh__harvest();
+    dh_profile_t p = {0};
+    p.version = DH_PROFILE_VERSION;
+    p.rank = dh_nccl_global_rank();
+    p.world = dh_nccl_world_size() > 0 ? dh_nccl_world_size() : -1;
+    snprintf(p.layout, sizeof p.layout, "%.*s", (int)sizeof p.layout - 1, dh_config()->layout);
+    gethostname(p.host, sizeof p.host - 1);
+    const char *dev = getenv("VGPU_DEVICE");
+    snprintf(p.device, sizeof p.device, "%s%s", dev ? "vgpu " : "", dev ? dev : "");
+    const char *mc = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    p.max_connections = mc && atoi(mc) > 0 ? atoi(mc) : 8;
+    p.ncomms = dh__pr.ncomms;
+    p.comms = dh__pr.comm_info;
+    p.nops = dh__pr.n;
+    p.ops = dh__pr.ops;
+    p.sync_at_end = dh__pr.pending_sync;
+    dh_strbuf_t path = DH_STRBUF_INIT;
+    char err[256];
+    if (dh_path_expand_self(dh_config()->profile, &path) != DH_OK) {
+        DH_ERROR(SCHED, "profile: DHELIX_PROFILE=%s is not a usable path", dh_config()->profile);
+    } else if (dh_profile_save(&p, dh_strbuf_str(&path), err, sizeof err) != DH_OK) {
+        DH_ERROR(SCHED, "profile: %s", err);
+    } else {
+        dh_strbuf_t tp = DH_STRBUF_INIT;
+        const char *s = dh_strbuf_str(&path);
+        size_t n = strlen(s);
+        if (n > 5 && strcmp(s + n - 5, ".json") == 0)
+            n -= 5;
+        dh_strbuf_append(&tp, s, n);
+        dh_strbuf_puts(&tp, ".trace.json");
+        dh__write_trace(dh_strbuf_str(&tp), p.rank < 0 ? 0 : p.rank);
+        DH_INFO(SCHED, "profile: %zu operations written to %s (trace %s)", dh__pr.n, s,
+                dh_strbuf_str(&tp));
+        dh_strbuf_free(&tp);
+    }
+    dh_strbuf_free(&path);
+    free(dh__pr.ops);
+    dh__pr.ops = NULL;
+    for (size_t c = 0; c < DH__EV_CHUNKS; c++) {
+        free(dh__ev_chunks[c]);
+        dh__ev_chunks[c] = NULL;
+    }
+    dh__pr.n = dh__pr.cap = 0;
+}

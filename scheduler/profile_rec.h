@@ -1,0 +1,32 @@
+/*
+ * profile_rec.h: profile mode's recorder. The framework side records each submitted op's
+ * description in program order; the dispatcher brackets each replayed stream op with two
+ * events; at exit the events are read (device time) and the profile is written as
+ * docs/plan-format.md describes, with a Chrome trace beside it.
+ *
+ * Locking: dh_prof_record and dh_prof_sync are called with dh__s.lock held (program
+ * order); dh_prof_bracket only by the dispatcher thread; dh_prof_finish once, after the
+ * dispatcher stopped. The recorder's own state needs no other lock.
+ */
+#ifndef DH_PROFILE_REC_H
+#define DH_PROFILE_REC_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "op.h"
+
+/* Records op (described by d, allocations since the thread's previous op mem bytes);
+ * returns the record's number plus one, 0 when not recorded (cap reached, no memory). */
+uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
+                        int stream_ordinal);
+/* The host synchronised (a drain the program asked for): marks the next record. */
+void dh_prof_sync(void);
+/* Dispatcher: an event before (begin = 1) or after (0) the replay of record idx1 on the
+ * physical stream s. */
+void dh_prof_bracket(uint64_t idx1, cudaStream_t s, int begin);
+/* Reads the events and writes the profile and its trace; logs where. */
+void dh_prof_finish(void);
+
+#endif

@@ -1,0 +1,228 @@
+"""scripts/bench.d/report.py: the bench's table on the terminal and docs/bench.md, both from the
+result dictionaries of bench.py (one source, so the two cannot disagree)."""
+import os
+import platform
+import subprocess
+
+import analysis
+import pictures
+
+COLS = (("config", 19, "<"), ("layers", 6, ">"), ("TF/s base", 9, ">"), ("SI", 6, ">"),
+        ("MFU base", 8, ">"), ("SI", 5, ">"), ("speedup", 7, ">"), ("ideal", 5, ">"),
+        ("plan", 5, ">"), ("hidden", 6, ">"), ("+mem", 6, ">"), ("plan s", 6, ">"),
+        ("exact", 5, ">"), ("paper", 8, ">"))
+
+
+def f(v, fmt, none="-"):
+    return none if v is None else fmt % v
+
+
+def exact_word(r):
+    e = r.get("exact")
+    return "yes" if e is True else "NO" if e is False else "err"
+
+
+def paper_word(r):
+    p = r.get("paper") or {}
+    if "speedup" in p:
+        return "%.2f" % p["speedup"]
+    if "mfu_gain_points" in p:
+        lo, hi = p["mfu_gain_points"]
+        return "+%g..%gpt" % (lo, hi)
+    return "-"
+
+
+def row_cells(r):
+    if r.get("speedup") is None:
+        return [r["name"], "%s/%d" % (r.get("layers", "-"), r["layers_full"])] + ["-"] * 10 + \
+            [exact_word(r), paper_word(r)]
+    return [r["name"], "%d/%d" % (r["layers"], r["layers_full"]), "%.1f" % r["baseline_tflops"],
+            "%.1f" % r["si_tflops"], "%.1f%%" % (100 * r["baseline_mfu"]), "%.1f%%" % (100 * r["si_mfu"]),
+            "%.3f" % r["speedup"], f(r.get("ideal_speedup"), "%.2f"), f(r.get("predicted_speedup"), "%.2f"),
+            f(None if r.get("hidden_comm_fraction") is None else 100 * r["hidden_comm_fraction"], "%.0f%%"),
+            "%+.0f%%" % r["extra_mem_pct"], f(r.get("planning_s"), "%.3f"), exact_word(r), paper_word(r)]
+
+
+def _line(cells):
+    return "  ".join(c.ljust(w) if a == "<" else c.rjust(w) for c, (_, w, a) in zip(cells, COLS)).rstrip()
+
+
+def print_header():
+    print(_line([c[0] for c in COLS]), flush=True)
+
+
+def print_row(r):
+    print(_line(row_cells(r)), flush=True)
+    if r.get("error"):
+        print("    " + r["error"], flush=True)
+
+
+def print_footer(doc):
+    o = doc["overhead"]
+    print()
+    print("layers: depth of the comparison runs / the model's; TF/s: TFLOP/s per GPU (Megatron's formula);"
+          " speedup: baseline / SI iteration time;")
+    print("ideal: baseline / max(compute with interference, communication); plan: the planner's prediction;"
+          " hidden: share of the baseline's")
+    print("exposed communication that SI hid; +mem: extra peak device memory; exact: every loss bit-identical"
+          " in the small-math run; paper: its speedup (or MFU points)")
+    if o.get("error"):
+        print("shim overhead: " + o["error"])
+    else:
+        print("shim overhead: passthrough %s ns/call added, queued capture %s ns/call, dispatcher %s ops/s"
+              % (f(o["passthrough_ns_per_call"], "%.1f"), f(o["queued_ns_per_call"], "%.1f"),
+                 f(o["dispatcher_ops_per_s"], "%.3g")))
+    for r in doc["configs"]:
+        for n in r.get("notes", []):
+            print("note: %s: %s" % (r["name"], n))
+        ex = r.get("exactness", {})
+        if ex.get("error"):
+            print("note: %s: exactness run: %s" % (r["name"], ex["error"]))
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    except OSError:
+        rev, dirty = "", ""
+    return {"cpu": cpu, "cores": os.cpu_count(), "os": "%s %s" % (platform.system(), platform.release()),
+            "python": platform.python_version(), "git": rev + ("+uncommitted" if dirty else "")}
+
+
+def _md_table(head, rows):
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def _paper_cells(r):
+    p = r.get("paper") or {}
+    if "speedup" in p:
+        return "%.1f" % p["megatron_tflops"], "%.1f" % p["dhelix_tflops"], "%.2fx" % p["speedup"]
+    if "mfu_gain_points" in p:
+        return "-", "-", "+%g..%g MFU points" % tuple(p["mfu_gain_points"])
+    return "-", "-", "-"
+
+
+def _against_paper(rs):
+    rows = []
+    for r in rs:
+        meg, dh, ps = _paper_cells(r)
+        p = r.get("paper") or {}
+        full = r.get("baseline_full_tflops")
+        ratio = f(full / p["megatron_tflops"] if full and p.get("megatron_tflops") else None, "%.2f")
+        sp = r.get("speedup")
+        if sp and p.get("speedup"):
+            cmp_ = "%.2f" % ((sp - 1) / (p["speedup"] - 1)) if p["speedup"] > 1 else "-"
+            ours = "%.3fx" % sp
+        elif sp and r.get("mfu_gain_points") is not None:
+            ours, cmp_ = "%.3fx (%+.1f MFU points)" % (sp, r["mfu_gain_points"]), "-"
+        else:
+            ours, cmp_ = f(sp, "%.3fx"), "-"
+        lay = r["layout"]
+        rows.append([r["name"], "%d x %s" % (r["gpus"], r["device"]),
+                     "%d,%d,%d,%d" % (lay["dp"], lay["tp"], lay["pp"], lay["cp"]), meg, dh, ps,
+                     f(full, "%.1f"), ratio, ours, f(r.get("ideal_speedup"), "%.2fx"), cmp_])
+    return _md_table(["configuration", "GPUs", "dp,tp,pp,cp", "paper Megatron TFLOP/s", "paper DHelix TFLOP/s",
+                      "paper speedup", "our Megatron TFLOP/s (all layers)", "ours / paper Megatron",
+                      "our SI speedup", "our ideal bound", "our gain / paper gain"], rows)
+
+
+def _what_si_did(rs):
+    rows = []
+    for r in rs:
+        if r.get("speedup") is None:
+            rows.append([r["name"], f(r.get("layers"), "%d")] + ["-"] * 9 +
+                        [exact_word(r) + " (%s)" % r.get("exactness", {}).get("layout", "?")])
+            continue
+        rows.append([r["name"], "%d of %d" % (r["layers"], r["layers_full"]),
+                     "%.1f -> %.1f" % (r["baseline_ms"], r["si_ms"]),
+                     "%.1f -> %.1f" % (r["baseline_tflops"], r["si_tflops"]),
+                     "%.1f -> %.1f%%" % (100 * r["baseline_mfu"], 100 * r["si_mfu"]),
+                     "%.3fx" % r["speedup"], f(r.get("ideal_speedup"), "%.2fx"),
+                     f(r.get("predicted_speedup"), "%.2fx"),
+                     "%s (plan: %s)" % (f(_pct(r.get("hidden_comm_fraction")), "%.0f%%"),
+                                        f(_pct(r.get("planned_hidden_comm_fraction")), "%.0f%%")),
+                     "%+.0f%% (plan: +%.0f MiB)" % (r["extra_mem_pct"], r["planned_extra_mem_mib"]),
+                     "%.3f" % r["planning_s"] if r.get("planning_s") is not None else "-",
+                     "%s (%s)" % (exact_word(r), r["exactness"].get("layout", "?"))])
+    return _md_table(["configuration", "layers", "iteration ms", "TFLOP/s per GPU", "MFU", "speedup",
+                      "ideal bound", "plan's prediction", "exposed comm hidden", "extra peak memory",
+                      "planning s", "exact (small-math layout)"], rows)
+
+
+def _pct(v):
+    return None if v is None else 100 * v
+
+
+def _overhead(o):
+    if o.get("error"):
+        return "scripts/bench-shim failed: %s" % o["error"]
+    rows = [[k, "%+.1f ns" % o["passthrough_added_ns"][k], "%.1f ns" % o["queued_capture_ns"].get(k, float("nan"))]
+            for k in o["passthrough_added_ns"]]
+    t = _md_table(["entry point", "passthrough: added per call", "stress (queued): capture per call"], rows)
+    return t + ("\n\nMedians: passthrough %+.1f ns per call (target < 50 ns), queued capture %.1f ns per call "
+                "(target < 300 ns); dispatcher %.2f M operations/s (%.0f ns per operation; target < 1 us)."
+                % (o["passthrough_ns_per_call"], o["queued_ns_per_call"], o["dispatcher_ops_per_s"] / 1e6,
+                   o.get("dispatcher_ns_per_op") or float("nan")))
+
+
+def write_docs(doc, root):
+    img = os.path.join(root, "docs/img")
+    names = pictures.publish(doc.get("pictures", {}), img)
+    rs = doc["configs"]
+    m = doc["machine"]
+    text = [
+        "# Strand Interleaving on the paper's configurations (vgpu benchmark)",
+        "",
+        "<!-- Generated by scripts/bench (scripts/bench.d/); do not edit: rerun it. -->",
+        "",
+        "Measured %s with `%s` (%.0f s wall), commit %s, on %s (%d cores), %s. Everything ran on "
+        "the vgpu (virtual time from its device profiles, `tests/vgpu/src/core/profile.c`); no GPU."
+        % (doc["date"], doc["command"].strip(), doc["wall_s"], m["git"] or "?", m["cpu"], m["cores"], m["os"]),
+        "",
+        "## Against the paper",
+        "",
+        _against_paper(rs),
+        "",
+        "*Our Megatron TFLOP/s* is the preset with every layer, baseline only (as `scripts/workload --paper`). "
+        "*Our gain / paper gain* is (our speedup - 1) / (paper speedup - 1). The Hopper rows have no TFLOP/s "
+        "in the authors' report, only MFU points gained; ours are in the speedup column.",
+        "",
+        "![speedups](img/speedups.svg)" if "speedups.svg" in names else "",
+        "",
+        "## What SI did",
+        "",
+        _what_si_did(rs),
+        "",
+        analysis.definitions(),
+        "",
+        "## One layer, baseline and SI",
+        "",
+    ]
+    tl = doc.get("pictures", {}).get("timeline")
+    if tl:
+        text += ["![timeline](img/timeline.svg)", "",
+                 "From the vgpu traces (`VGPU_TRACE`, one Chrome/Perfetto JSON per rank) of %s with one layer, "
+                 "rank 0: one steady micro-batch cycle, the backward of micro-batch *i* and the forward of *i+1* "
+                 "(with the embedding, the output layer and the loss). Strand a runs on the framework's streams, "
+                 "strand b on the streams the shim creates. Baseline cycle %.2f ms, SI cycle %.2f ms. PNG: "
+                 "[img/timeline.png](img/timeline.png)."
+                 % (doc["pictures"].get("timeline_config"), tl["baseline_cycle_ms"], tl["si_cycle_ms"]), ""]
+    else:
+        text += ["(not drawn in this run: %s)" % doc.get("pictures", {}).get("timeline_error", "skipped"), ""]
+    text += ["## What the shim costs", "", _overhead(doc["overhead"]), "",
+             analysis.how_measured(doc), "", analysis.discussion(doc), ""]
+    with open(os.path.join(root, "docs/bench.md"), "w") as fh:
+        fh.write("\n".join(text).replace("\n\n\n", "\n\n"))

@@ -1,0 +1,173 @@
+# plan.cli: `dhelix plan`, `show` (tables, JSON, SVG) and `validate` as a user meets them,
+# on synthetic profiles written by plan_synth: exit statuses, the one-line errors, the
+# tables, a drawing that rsvg-convert renders, and a profile of another program caught.
+# Run as: cmake -DDHELIX=<dhelix> -DSYNTH=<plan_synth> -DRSVG=<rsvg-convert or empty>
+#               -DWORK=<scratch dir> -P cli_plan.cmake
+cmake_minimum_required(VERSION 3.25)
+
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+
+# Runs a command in WORK; checks its exit status; leaves stdout and stderr in OUT and ERR.
+function(dh_run expect_rc)
+  execute_process(COMMAND ${ARGN} WORKING_DIRECTORY "${WORK}"
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL expect_rc)
+    message(FATAL_ERROR "${ARGN}: exit ${rc}, expected ${expect_rc}\nstdout:\n${out}\nstderr:\n${err}")
+  endif()
+  set(OUT "${out}" PARENT_SCOPE)
+  set(ERR "${err}" PARENT_SCOPE)
+endfunction()
+
+function(dh_expect what regex text)
+  if(NOT text MATCHES "${regex}")
+    message(FATAL_ERROR "${what}: expected to match '${regex}', got:\n${text}")
+  endif()
+endfunction()
+
+# Profiles: two ranks of one program, another program for rank 1, one iteration only.
+dh_run(0 ${SYNTH} prof.0.json --rank 0 --world 2)
+dh_run(0 ${SYNTH} prof.1.json --rank 1 --world 2)
+dh_run(0 ${SYNTH} other.1.json --rank 1 --world 2 --variant)
+dh_run(0 ${SYNTH} once.json --iters 1)
+dh_run(0 ${SYNTH} big.json --layers 8)
+dh_run(0 ${SYNTH} gpu1.json --no-comm)
+file(WRITE "${WORK}/bad.json" "{\"format\": \"dhelix-profile\",\n  nope }\n")
+
+# plan: the summary table, the file, JSON from the same emitter.
+dh_run(0 ${DHELIX} plan prof.0.json prof.1.json -o plan.json)
+dh_expect("plan table" "section +ranks +ops/iter +F +B +O +pairs +groups +paired groups +baseline ms +predicted ms +speedup x +extra MiB +hidden comm %" "${OUT}")
+dh_expect("plan row" "\n +0 +0-1 +245 +3 +3 +1 +2 +[0-9]+ +[1-9][0-9]* +[0-9.]+ +[0-9.]+ +1\\.[0-9]+ " "${OUT}")
+dh_expect("plan meta" "plan: file=plan.json planning_s=" "${OUT}")
+if(NOT EXISTS "${WORK}/plan.json")
+  message(FATAL_ERROR "dhelix plan wrote no plan.json")
+endif()
+dh_run(0 ${DHELIX} plan prof.0.json prof.1.json -o plan2.json --json --max-extra-mem 512M
+       --segment-max 2 --groups tp --microbatches 3 --group-cost-us 5 --fold-below-us off)
+string(JSON ranks GET "${OUT}" rows 0 ranks)
+string(JSON speedup GET "${OUT}" rows 0 speedup)
+string(JSON pairs GET "${OUT}" rows 0 pairs)
+if(NOT ranks STREQUAL "0-1" OR NOT pairs EQUAL 2 OR NOT speedup MATCHES "^1\\.[0-9]*[1-9]")
+  message(FATAL_ERROR "plan --json: ranks '${ranks}', pairs ${pairs}, speedup ${speedup}")
+endif()
+if(NOT ERR STREQUAL "")
+  message(FATAL_ERROR "plan with matching --microbatches warned:\n${ERR}")
+endif()
+# One GPU without communication: nothing to hide, so no pair is worth its barriers and the
+# plan runs like the baseline (no paired group).
+dh_run(0 ${DHELIX} plan gpu1.json -o gpu1.plan.json --json)
+string(JSON paired GET "${OUT}" rows 0 paired_groups)
+string(JSON pairs GET "${OUT}" rows 0 pairs)
+string(JSON groups GET "${OUT}" rows 0 groups)
+string(JSON speedup GET "${OUT}" rows 0 speedup)
+if(NOT paired EQUAL 0 OR NOT pairs EQUAL 0 OR NOT groups EQUAL 1 OR NOT speedup MATCHES "^1(\\.0*)?$")
+  message(FATAL_ERROR "compute-only plan: ${paired} paired groups, ${pairs} pairs, ${groups} groups, speedup ${speedup}")
+endif()
+# A free barrier makes pairing worth it again only where it saves time: still none here.
+dh_run(0 ${DHELIX} plan gpu1.json -o gpu1b.plan.json --json --group-cost-us 0 --segment-max auto)
+string(JSON paired GET "${OUT}" rows 0 paired_groups)
+if(NOT paired EQUAL 0)
+  message(FATAL_ERROR "compute-only plan with --group-cost-us 0: ${paired} paired groups")
+endif()
+# Measured efficiencies: with every class pair at 0, nothing is worth pairing.
+file(WRITE "${WORK}/zero.pairs.json" "{\"format\": \"dhelix-pairs\", \"version\": 1, \"classes\": [
+  {\"a\": \"compute\", \"b\": \"comm\", \"efficiency\": 0},
+  {\"a\": \"comm\", \"b\": \"compute\", \"efficiency\": 0},
+  {\"a\": \"copy\", \"b\": \"compute\", \"efficiency\": 0},
+  {\"a\": \"compute\", \"b\": \"copy\", \"efficiency\": 0},
+  {\"a\": \"copy\", \"b\": \"comm\", \"efficiency\": 0},
+  {\"a\": \"comm\", \"b\": \"copy\", \"efficiency\": 0}], \"pairs\": []}\n")
+dh_run(0 ${DHELIX} plan prof.0.json -o plan4.json --pairs zero.pairs.json --json)
+string(JSON speedup GET "${OUT}" rows 0 speedup)
+string(JSON hidden GET "${OUT}" rows 0 hidden_comm_pct)
+if(NOT speedup MATCHES "^1(\\.0*)?$" OR NOT hidden MATCHES "^0(\\.0*)?$")
+  message(FATAL_ERROR "plan with zero efficiencies: speedup ${speedup}, hidden ${hidden} %")
+endif()
+dh_run(1 ${DHELIX} plan prof.0.json --pairs prof.0.json)
+dh_expect("pairs format" "^dhelix plan: prof.0.json: format is \"dhelix-profile\", expected \"dhelix-pairs\"\n$" "${ERR}")
+dh_run(0 ${DHELIX} plan prof.0.json -o plan3.json --microbatches 4)
+dh_expect("microbatch warning" "dhelix plan: warning: section 0: the iteration has 3 backward micro-batches, expected 4" "${ERR}")
+
+# plan: bad input is one line naming the file, exit 1.
+dh_run(1 ${DHELIX} plan bad.json)
+dh_expect("not JSON" "^dhelix plan: bad.json: not JSON \\(line 2, column [0-9]+: [^\n]*\\)\n$" "${ERR}")
+dh_run(1 ${DHELIX} plan once.json)
+dh_expect("one iteration" "^dhelix plan: once.json: no repeating iteration found in [0-9]+ ops; profile at least 3 iterations\n$" "${ERR}")
+dh_run(1 ${DHELIX} plan missing.json)
+dh_expect("missing" "^dhelix plan: missing.json: cannot open" "${ERR}")
+dh_run(1 ${DHELIX} plan prof.0.json --max-extra-mem 12Q)
+dh_expect("bad size" "--max-extra-mem '12Q' is not a size" "${ERR}")
+dh_run(1 ${DHELIX} plan prof.0.json --segment-max 0)
+dh_expect("bad segment" "--segment-max '0' is not 1..16 or auto" "${ERR}")
+dh_run(1 ${DHELIX} plan prof.0.json --group-cost-us -1)
+dh_expect("bad group cost" "--group-cost-us '-1' is not a time in us" "${ERR}")
+dh_run(1 ${DHELIX} plan prof.0.json --fold-below-us 2x)
+dh_expect("bad fold" "--fold-below-us '2x' is not a time in us \\(0..1e6\\) or off" "${ERR}")
+dh_run(1 ${DHELIX} plan)
+dh_expect("no profile" "no profile given" "${ERR}")
+dh_run(0 ${DHELIX} plan --help)
+dh_expect("plan help" "usage: dhelix plan PROFILE" "${OUT}")
+
+# show: the summary and the groups, as tables and as JSON lines.
+dh_run(0 ${DHELIX} show plan.json)
+dh_expect("show summary" "section +ranks +ops/iter +F +B +O +pairs +groups +paired groups" "${OUT}")
+dh_expect("show groups" "groups: section=0 groups=[0-9]+ paired=[1-9][0-9]* shown=[0-9]+\ngroup +start us +pred us +a ops +b ops +order +first ops\n +0 +0\\.0 " "${OUT}")
+dh_expect("show names" "a: layernorm_fwd, all_gather tp, gemm n,t qkv \\+[0-9]+" "${OUT}")
+dh_run(0 ${DHELIX} plan big.json -o big.plan.json)
+dh_run(0 ${DHELIX} show big.plan.json)
+dh_expect("show is truncated" "\\.\\.\\. [0-9]+ more groups \\(--all lists them\\)" "${OUT}")
+dh_run(0 ${DHELIX} show plan.json --json --section 0)
+string(REGEX MATCHALL "[^\n]+" lines "${OUT}")
+list(LENGTH lines nlines)
+if(NOT nlines EQUAL 2)
+  message(FATAL_ERROR "show --json printed ${nlines} lines, expected 2:\n${OUT}")
+endif()
+list(GET lines 1 groups)
+string(JSON shown GET "${groups}" meta shown)
+string(JSON total GET "${groups}" meta groups)
+string(JSON nrows LENGTH "${groups}" rows)
+if(NOT nrows EQUAL shown OR shown GREATER 40 OR total LESS shown)
+  message(FATAL_ERROR "show --json: ${nrows} rows, shown ${shown}, total ${total}")
+endif()
+dh_run(1 ${DHELIX} show plan.json --section 3)
+dh_expect("no section" "has 1 sections; there is no section 3" "${ERR}")
+
+# show --svg: a drawing that a renderer accepts.
+dh_run(0 ${DHELIX} show plan.json --svg plan.svg)
+dh_expect("svg note" "drew section 0 of plan.json" "${OUT}")
+file(READ "${WORK}/plan.svg" svg)
+dh_expect("svg" "^<\\?xml version=\"1.0\"[^\n]*\n<svg xmlns=\"http://www.w3.org/2000/svg\"" "${svg}")
+dh_expect("svg title" "baseline [0-9.]+ ms, predicted [0-9.]+ ms" "${svg}")
+dh_expect("svg end" "</svg>\n$" "${svg}")
+if(svg MATCHES "<script")
+  message(FATAL_ERROR "the drawing holds a script")
+endif()
+if(RSVG)
+  dh_run(0 ${RSVG} -o plan.png plan.svg)
+  file(SIZE "${WORK}/plan.png" png_size)
+  if(png_size LESS 1000)
+    message(FATAL_ERROR "rsvg-convert made a ${png_size}-byte PNG")
+  endif()
+else()
+  message(STATUS "plan.cli: rsvg-convert not found; the drawing is not rendered")
+endif()
+
+# validate: the plan alone, with its profiles, with another program's profile.
+dh_run(0 ${DHELIX} validate plan.json)
+dh_expect("validate" "^plan.json: ok, version 1, 1 section, 245 ops, [0-9]+ groups, 2 pairs, world 2, layout \"tp=2\"\n$" "${OUT}")
+dh_run(0 ${DHELIX} validate plan.json prof.0.json prof.1.json)
+dh_expect("validate profiles" "prof.0.json: ok, rank 0's iteration \\(245 ops, [0-9]+ repetitions\\) matches section 0\nprof.1.json: ok, rank 1's" "${OUT}")
+dh_run(1 ${DHELIX} validate plan.json prof.0.json other.1.json)
+dh_expect("validate mismatch" "^dhelix validate: other.1.json: rank 1's iteration \\(245 ops\\) does not match section 0 \\(245 ops\\): first difference at op 82: expected GEMM 'gemm n,t qkv', found GEMM 'gemm n,t qkv'\n$" "${ERR}")
+dh_run(1 ${DHELIX} validate bad.json)
+dh_expect("validate not a plan" "^dhelix validate: bad.json: format is \"dhelix-profile\", expected \"dhelix-plan\"|not JSON" "${ERR}")
+file(READ "${WORK}/plan.json" plan)
+string(REPLACE "\"order\": \"a" "\"order\": \"c" broken "${plan}")
+file(WRITE "${WORK}/broken.json" "${broken}")
+dh_run(1 ${DHELIX} validate broken.json)
+dh_expect("validate broken" "^dhelix validate: broken.json: sections\\[0\\]\\.groups\\[0\\]\\.order has the letter 'c' at 0" "${ERR}")
+string(REPLACE "\"version\": 1" "\"version\": 7" v7 "${plan}")
+file(WRITE "${WORK}/v7.json" "${v7}")
+dh_run(1 ${DHELIX} validate v7.json)
+dh_expect("validate version" "v7.json: version 7 is not supported \\(this shim reads version 1\\)" "${ERR}")
+message(STATUS "plan.cli: all checks passed")
