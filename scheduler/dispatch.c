@@ -369,12 +369,12 @@ static int dh__order_group(dh_batch_t *b, uint64_t g)
         }
         dh_op_t *op = dh__pop(best[s], s);
         turn = !s;
+        k++; /* the plan's order has a letter for every op, frees included */
         if (op->kind == DH_OP_FREE_ASYNC) {
             *ftail = op;
             ftail = &op->next;
             continue;
         }
-        k++;
         dh__mark_batched(op);
         if (op->pinned) {
             /* Kept in program order on its framework stream and fenced on both sides against

@@ -120,14 +120,11 @@ int dh__replay_memcpy(dh_op_t *op, const dh_replay_ctx_t *ctx)
                       : cudaErrorInitializationError;
 }
 
-void dh__copy_view(const dh_op_t *op, void **dst, const void **src, size_t *n,
-                   enum cudaMemcpyKind *kind, int *src_owned)
+dh__copy_view_t dh__copy_view(const dh_op_t *op)
 {
     const dh__copy_pl_t *p = (const dh__copy_pl_t *)op->payload;
-    *dst = p->dst;
-    *src = p->src;
-    *n = p->n;
-    *kind = p->kind;
     const unsigned char *s = p->src;
-    *src_owned = s >= op->payload && s < op->payload + op->payload_size;
+    return (dh__copy_view_t){.dst = p->dst, .src = p->src, .n = p->n, .kind = p->kind,
+                             .src_owned = s >= op->payload &&
+                                          s < op->payload + op->payload_size};
 }

@@ -232,17 +232,12 @@ void dh_op_describe(const dh_op_t *op, dh_op_desc_t *d)
         dh__desc_lt(op, d);
         break;
     case DH_OP_MEMCPY: {
-        void *dst;
-        const void *src;
-        size_t n;
-        enum cudaMemcpyKind k;
-        int owned;
-        dh__copy_view(op, &dst, &src, &n, &k, &owned);
+        dh__copy_view_t c = dh__copy_view(op);
         d->cls = DH_CLS_COPY;
-        d->sig = dh__mixu(d->sig, (uint64_t)k);
-        d->shape = dh__mixu(DH__FNV_OFF, n);
-        d->bytes = n;
-        snprintf(d->name, sizeof d->name, "memcpy %s %zu", dh__copy_dir(k), n);
+        d->sig = dh__mixu(d->sig, (uint64_t)c.kind);
+        d->shape = dh__mixu(DH__FNV_OFF, c.n);
+        d->bytes = c.n;
+        snprintf(d->name, sizeof d->name, "memcpy %s %zu", dh__copy_dir(c.kind), c.n);
         break;
     }
     case DH_OP_MEMSET: {
@@ -404,15 +399,10 @@ int dh_op_footprint(const dh_op_t *op, dh_op_access_t *acc, int max)
         break;
     }
     case DH_OP_MEMCPY: {
-        void *dst;
-        const void *src;
-        size_t n;
-        enum cudaMemcpyKind k;
-        int owned;
-        dh__copy_view(op, &dst, &src, &n, &k, &owned);
-        dh__add(&b, (uintptr_t)dst, n, 1);
-        if (!owned)
-            dh__add(&b, (uintptr_t)src, n, 0);
+        dh__copy_view_t c = dh__copy_view(op);
+        dh__add(&b, (uintptr_t)c.dst, c.n, 1);
+        if (!c.src_owned)
+            dh__add(&b, (uintptr_t)c.src, c.n, 0);
         break;
     }
     case DH_OP_MEMSET: {

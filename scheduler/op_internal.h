@@ -86,8 +86,14 @@ typedef struct dh__lt_view {
     int nptrs;
 } dh__lt_view_t;
 void dh__lt_view(const dh_op_t *op, dh__lt_view_t *v);
-void dh__copy_view(const dh_op_t *op, void **dst, const void **src, size_t *n,
-                   enum cudaMemcpyKind *kind, int *src_owned);
+typedef struct dh__copy_view {
+    void *dst;
+    const void *src;
+    size_t n;
+    enum cudaMemcpyKind kind;
+    int src_owned;              /* src is the op's own copy of a pageable source */
+} dh__copy_view_t;
+dh__copy_view_t dh__copy_view(const dh_op_t *op);
 
 /* ---- per-kind replays (ctx: the dispatcher's; returns the API's status as an int) ---- */
 int dh__replay_kernel(dh_op_t *op, const dh_replay_ctx_t *ctx);

@@ -479,6 +479,15 @@ int dh_sched_submit(dh_op_t *op)
     int wake = dh__s.flush_upto > dh__s.low_water || dh__s.release > release0;
     if (wake)
         pthread_cond_signal(&dh__s.work);
+    /* Past the limits the framework thread also waits until the dispatcher is back under
+     * them: issuing without pairing alone does not bound what a faster producer queues. */
+    while (dh__s.started && !dh__s.stop &&
+           (dh__s.held > (uint64_t)cfg->max_queued_ops ||
+            dh__s.held_free_bytes > (uint64_t)cfg->max_deferred_free_bytes) &&
+           dh__s.low_water < dh__s.next_seq) {
+        dh__s.stats.lag_waits++;
+        pthread_cond_wait(&dh__s.done, &dh__s.lock);
+    }
     pthread_mutex_unlock(&dh__s.lock);
     if (dh__s.mode == DH_MODE_PLAN)
         dh_tracker_report();

@@ -151,11 +151,11 @@ typedef enum dh_cfg_kind {
       "does not parse or does not match the world size is ignored, with a warning.")        \
     X(MAX_QUEUED_OPS, max_queued_ops, INT, "4096", NULL, 16, 1048576,                       \
       "Most operations held in the strand queues; past it the dispatcher issues without "   \
-      "pairing.")                                                                           \
+      "pairing and the program waits until the queues are back under it.")                                                                           \
     X(MAX_DEFERRED_FREE_BYTES, max_deferred_free_bytes, BYTES, "2G", NULL, 0,               \
       17592186044416LL,                                                                     \
       "Most device memory held by frees the scheduler has deferred; past it the "           \
-      "dispatcher issues without pairing.")                                                 \
+      "dispatcher issues without pairing and the program waits until it is back under.")                                                 \
     X(TEST_BREAK, test_break, STR, "", "empty or a comma list of rule names", 0, 0,         \
       "Test only: disables the named deep copies or drain rules so tests can show each is " \
       "load-bearing (see scheduler/breaks.h). Never set it in production.")

@@ -28,11 +28,14 @@ double dh__align_us(const dh_align_op_t *op)
     return op->us > 0 ? op->us : 0;
 }
 
+/* The communicators an op uses, as a mask for legality. An op of class comm without a
+ * communicator (comm -1: a kernel classified as comm, an emulated collective) is a channel of
+ * its own: no NCCL ordering joins it to any other op, so it shares no bit. */
 static uint64_t dh__comm_bits(const dh_align_op_t *op)
 {
-    if (op->cls != DH_CLS_COMM)
+    if (op->cls != DH_CLS_COMM || op->comm < 0)
         return 0;
-    return op->comm < 0 ? ~0ull : 1ull << (op->comm & 63);
+    return 1ull << (op->comm & 63);
 }
 
 void dh__seg_sum(const dh_align_op_t *ops, size_t first, size_t n, dh__seg_t *s)
@@ -157,6 +160,8 @@ void dh__ord_free(dh__ord_t *o, int n)
 static dh_status_t dh__ord_one(const dh_align_order_t *src, const dh_align_op_t *a, size_t na,
                                const dh_align_op_t *b, size_t nb, dh__ord_t *o)
 {
+    if (src->comm < 0)
+        return DH_ERR_INVALID;  /* ops without a communicator have no order to keep */
     o->cntA = malloc((na + 1) * sizeof(uint32_t));
     o->cntB = malloc((nb + 1) * sizeof(uint32_t));
     if (o->cntA == NULL || o->cntB == NULL)

@@ -37,7 +37,8 @@
  *
  * Legality (a pair that breaks one is never chosen):
  *   - both segments use the same communicator (NCCL needs one order per communicator; an
- *     op of class comm with comm index -1 counts as every communicator);
+ *     op of class comm with comm index -1, a kernel classified as comm or an emulated
+ *     collective, is a channel of its own and conflicts with no other op);
  *   - either segment holds a host op or a pinned op (DHELIX_GROUPS);
  *   - neither side holds comm or copy (compute || compute) and eff(compute, compute) <= 0
  *     (for a measured single-op pair: its measured efficiency <= 0).
@@ -69,7 +70,7 @@
 typedef struct dh_align_op {
     double us;          /* solo device time (>= 0) */
     dh_opclass_t cls;
-    int comm;           /* communicator index (class comm), -1 unknown/none */
+    int comm;           /* communicator index (class comm), -1 none (own channel) */
     int pinned;         /* may never run beside the other strand */
     int64_t mem;        /* bytes allocated (negative: freed) by this op */
     uint64_t sig;       /* for the measured pairs */
@@ -100,7 +101,7 @@ void dh_align_model_default(dh_align_model_t *m);
  * two strands' collectives the same way; ranks whose templates differ (rank 0 loads the
  * data, say) get different DPs, and the planner makes them follow one order with this. */
 typedef struct dh_align_order {
-    int comm;                   /* the communicator: ops of class comm with this comm index */
+    int comm;                   /* the communicator (>= 0): ops of class comm with this index */
     size_t n;                   /* its collectives in A plus in B */
     const uint8_t *from_b;      /* n entries in run order: 0 the next of A's, 1 the next of B's */
 } dh_align_order_t;
@@ -159,7 +160,8 @@ size_t dh_align_fold(const dh_align_op_t *ops, size_t n, double min_us, size_t *
 
 /* Runs the DP. Either sequence may be empty. Errors: DH_ERR_INVALID (max_seg out of
  * range, a negative or non-finite group_cost_us, cuts that do not cover their sequence as
- * described, an order whose counts are not those of its communicator's ops), DH_ERR_RANGE
+ * described, an order whose counts are not those of its communicator's ops, an order of
+ * comm -1, whose ops no NCCL order joins), DH_ERR_RANGE
  * ((units of A + 1)(units of B + 1) above DH_ALIGN_MAX_STATES), DH_ERR_STATE (no path keeps
  * the orders: they contradict each other), DH_ERR_NOMEM. On success *out owns steps (free with
  * dh_align_result_free). */

@@ -18,7 +18,7 @@ typedef struct dh__seg {
     double t;           /* sum of solo times */
     double v[DH__NCLS];
     double memmax;      /* max of the prefix sums over the states the segment spans */
-    uint64_t comms;     /* communicators used (bit c & 63; all bits: unknown) */
+    uint64_t comms;     /* communicators used (bit c & 63; comm -1 sets none) */
     int bad;            /* holds a host or pinned op */
     int commcopy;       /* holds a comm or copy op */
     int mclass;         /* A only: index of its comms among the distinct masks, -1 none */

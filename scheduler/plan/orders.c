@@ -36,15 +36,17 @@ static void dh__comm_key(const dh_profile_t *p, int c, char *key, size_t n)
     snprintf(key, n, "%s|%s|%d|%d", x->name, x->role, x->nranks, k);
 }
 
-/* The distinct communicators of the collectives in a[0..na) and b[0..nb) (with -1 for an
- * unknown one) into comms (room for na + nb); returns their number. */
+/* The distinct communicators of the collectives in a[0..na) and b[0..nb) into comms (room
+ * for na + nb); returns their number. Ops of class comm without a communicator (comm -1:
+ * kernels classified as comm, emulated collectives) are matched by no NCCL order, so they
+ * need none. */
 static int dh__pair_comms(const dh_align_op_t *a, size_t na, const dh_align_op_t *b, size_t nb,
                           int *comms)
 {
     int n = 0;
     for (size_t k = 0; k < na + nb; k++) {
         const dh_align_op_t *op = k < na ? &a[k] : &b[k - na];
-        if (op->cls != DH_CLS_COMM)
+        if (op->cls != DH_CLS_COMM || op->comm < 0)
             continue;
         int q = 0;
         while (q < n && comms[q] != op->comm)

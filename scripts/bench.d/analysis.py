@@ -151,9 +151,8 @@ def discussion(doc):
                     _range([r["planned_extra_mem_mib"] for r in ok], "%.0f")))
     retried = [r["name"] for r in rs if any("retried" in n for n in r.get("notes", []))]
     if retried:
-        lim.append("- **Retried profile runs** (%s): profile mode's recorder can crash "
-                   "(`scheduler/profile_rec.c`: the framework thread reallocates the event array that the "
-                   "dispatcher writes into); the run was repeated." % ", ".join(retried))
+        lim.append("- **Retried profile runs** (%s): the profile-mode run crashed and was repeated (the "
+                   "notes in `out/bench/bench.json` name the signal and the frame)." % ", ".join(retried))
     failed = [r for r in rs if r.get("error")]
     for r in failed:
         lim.append("- **%s not measured**: %s" % (r["name"], r["error"]))

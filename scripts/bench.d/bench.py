@@ -405,7 +405,7 @@ def main():
     else:
         report.print_footer(doc)
     progress("done in %.0f s; everything is in %s" % (doc["wall_s"], out))
-    return 0 if all(r.get("exact") is not False for r in results) else 1
+    return 0 if all(r.get("exact") is True and not r.get("error") for r in results) else 1
 
 
 if __name__ == "__main__":

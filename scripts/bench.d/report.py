@@ -131,7 +131,9 @@ def _against_paper(rs):
         else:
             ours, cmp_ = f(sp, "%.3fx"), "-"
         lay = r["layout"]
-        rows.append([r["name"], "%d x %s" % (r["gpus"], r["device"]),
+        gpu = r["name"].rsplit("-", 1)[-1]
+        rows.append([r["name"], "%d x %s" % (r["gpus"], gpu.upper()) +
+                     ("" if gpu == r["device"] else " (%s profile)" % r["device"]),
                      "%d,%d,%d,%d" % (lay["dp"], lay["tp"], lay["pp"], lay["cp"]), meg, dh, ps,
                      f(full, "%.1f"), ratio, ours, f(r.get("ideal_speedup"), "%.2fx"), cmp_])
     return _md_table(["configuration", "GPUs", "dp,tp,pp,cp", "paper Megatron TFLOP/s", "paper DHelix TFLOP/s",

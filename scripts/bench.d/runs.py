@@ -35,7 +35,7 @@ def clean_env():
            if not (k.startswith("DHELIX_") or k in ("LD_PRELOAD", "WL_INJECT", "VGPU_TRACE",
                                                    "VGPU_TIMING_ONLY", "VGPU_DEVICE",
                                                    "VGPU_HAZARD"))}
-    env.setdefault("VGPU_COMM_TIMEOUT", "60")
+    env.setdefault("VGPU_COMM_TIMEOUT", "30")  # a run whose ranks disagree fails in 30 s, not 60
     return env
 
 

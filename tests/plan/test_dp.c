@@ -72,7 +72,7 @@ static double ref_pair(const ref_t *r, const dh_align_op_t *a, size_t na, const 
     for (size_t x = 0; x < na; x++)
         for (size_t y = 0; y < nb; y++)
             if (a[x].cls == DH_CLS_COMM && b[y].cls == DH_CLS_COMM &&
-                (a[x].comm < 0 || b[y].comm < 0 || a[x].comm == b[y].comm))
+                a[x].comm >= 0 && a[x].comm == b[y].comm)
                 return INFINITY;
     if (!commcopy && clampe(r->eff[0][0]) <= 0)
         return INFINITY;
@@ -281,7 +281,7 @@ static int random_orders(const dh_align_op_t *a, size_t na, const dh_align_op_t 
                          dh_align_order_t *orders, uint8_t seq[][2 * MAXN])
 {
     int n = 0;
-    for (int comm = -1; comm < 3; comm++) {
+    for (int comm = 0; comm < 3; comm++) {
         size_t xa = count_coll(a, na, comm), yb = count_coll(b, nb, comm);
         if (xa + yb == 0)
             continue;
@@ -484,7 +484,8 @@ static double ref_dp(const ref_t *r)
                     for (size_t l2 = 1; l2 <= (size_t)r->L && l2 <= v; l2++) {
                         size_t u0 = u - l1, v0 = v - l2;
                         double p = ref_unit_pair(r, u0, l1, v0, l2);
-                        double m = fmin(T[LAST_A][u0][v0], fmin(T[LAST_B][u0][v0], T[LAST_P][u0][v0]));
+                        double m = fmin(T[LAST_A][u0][v0],
+                                        fmin(T[LAST_B][u0][v0], T[LAST_P][u0][v0]));
                         tp = fmin(tp, m + p + G);
                     }
             }
@@ -593,9 +594,11 @@ static void test_legality_forbids_the_best_pair(void **state)
     assert_int_equal(np, 1);
     EXPECT_US(run(a, 1, b_same, 1, &m, -1, &np), 200);
     assert_int_equal(np, 0);
-    /* An unknown communicator counts as every one. */
-    dh_align_op_t b_unknown[] = {op(DH_CLS_COMM, 100, -1, 0)};
-    EXPECT_US(run(a, 1, b_unknown, 1, &m, -1, &np), 200);
+    /* A comm op without a communicator (comm -1) is a channel of its own: legal beside any
+     * collective, and beside another comm -1 op. */
+    dh_align_op_t b_none[] = {op(DH_CLS_COMM, 100, -1, 0)};
+    EXPECT_US(run(a, 1, b_none, 1, &m, -1, &np), 150);
+    assert_int_equal(np, 1);
     /* A pinned op or a host op is never paired. */
     dh_align_op_t gemm[] = {op(DH_CLS_COMPUTE, 100, -1, 0)};
     EXPECT_US(run(gemm, 1, b_other, 1, &m, -1, &np), 110);
@@ -764,6 +767,10 @@ static void test_bad_params(void **state)
     dh_align_order_t o = {0, 2, two_b};
     p = (dh_align_params_t){.max_seg = 2, .max_extra_mem = -1, .orders = &o, .norders = 1};
     assert_int_equal(dh_align(a, 1, b, 1, &m, &p, &res), DH_ERR_INVALID);
+    /* Ops without a communicator (comm -1) have no order. */
+    dh_align_op_t a_none[] = {op(DH_CLS_COMM, 10, -1, 0)};
+    o = (dh_align_order_t){-1, 1, one_a};
+    assert_int_equal(dh_align(a_none, 1, b, 1, &m, &p, &res), DH_ERR_INVALID);
     o = (dh_align_order_t){0, 1, one_a};
     assert_int_equal(dh_align(a, 1, b, 1, &m, &p, &res), DH_OK);
     EXPECT_US(res.cost_us, 11);

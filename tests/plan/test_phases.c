@@ -547,6 +547,83 @@ static void test_pipeline_waits_are_not_hidden(void **state)
     dh_profile_free(p);
 }
 
+/* Emulated communication on one GPU (workload --emulate-comm): the collectives are kernels
+ * the shim classifies as comm (DHELIX_COMM_KERNELS) without a communicator (comm -1), long
+ * beside a few us of compute between two of them, less than the barriers of a group. No
+ * NCCL order joins them, so each is a channel of its own: segments holding one on each
+ * strand may co-run, and the strands interleave (when comm -1 counted as every
+ * communicator, only segments of one strand's compute could go beside the other's
+ * collective, too short to pay for their groups: no pair at all). With
+ * two sections (rank 0 loads the data), no order is recorded for them and both pair. */
+static dh_profile_t *emulated(dh_synth_t *s)
+{
+    dh_profile_t *p = dh_synth_profile(s);
+    if (p == NULL)
+        return NULL;
+    for (size_t i = 0; i < p->nops; i++) {
+        dh_prof_op_t *op = &p->ops[i];
+        if (op->cls != DH_CLS_COMM) {
+            if (op->us > 0)
+                op->us = 3;   /* a tiny model: a few us per kernel */
+            continue;
+        }
+        snprintf(op->kind, sizeof(op->kind), "KERNEL");
+        snprintf(op->name, sizeof(op->name), "wl_emu_comm");
+        op->comm = -1;
+        op->bytes = 0;
+        op->us = 200;
+    }
+    p->ncomms = 0;   /* the single process has no communicator (p->comms is still freed) */
+    return p;
+}
+
+static int paired_groups(const dh_plan_section_t *sec)
+{
+    int n = 0;
+    for (int g = 0; g < sec->ngroups; g++)
+        n += sec->groups[g].a_n > 0 && sec->groups[g].b_n > 0;
+    return n;
+}
+
+static void test_emulated_comm_pairs(void **state)
+{
+    (void)state;
+    dh_synth_t s = base();
+    s.moe_sync_mb = -1;
+    dh_profile_t *p = emulated(&s);
+    assert_non_null(p);
+    const dh_profile_t *ps[] = {p};
+    warns_t w = {0};
+    dh_plan_t *plan = build(ps, 1, &w, 0);
+    const dh_plan_section_t *sec = &plan->sections[0];
+    if (paired_groups(sec) == 0 || !(sec->si_us < sec->baseline_us))
+        fail_msg("%d paired groups, predicted %.3f us, baseline %.3f us", paired_groups(sec),
+                 sec->si_us, sec->baseline_us);
+    dh_plan_free(plan);
+    /* Two sections: rank 0 loads the data. */
+    s.world = 2;
+    s.data_copy = 1;
+    s.jitter = 11;
+    dh_profile_t *p0 = emulated(&s);
+    s.rank = 1;
+    s.data_copy = 0;
+    s.jitter = 29;
+    dh_profile_t *p1 = emulated(&s);
+    assert_non_null(p0);
+    assert_non_null(p1);
+    const dh_profile_t *ps2[] = {p0, p1};
+    plan = build(ps2, 2, &w, 0);
+    assert_int_equal(plan->nsections, 2);
+    assert_int_equal(w.n, 0);
+    for (int k = 0; k < 2; k++)
+        if (paired_groups(&plan->sections[k]) == 0)
+            fail_msg("section %d has no paired group", k);
+    dh_plan_free(plan);
+    dh_profile_free(p0);
+    dh_profile_free(p1);
+    dh_profile_free(p);
+}
+
 /* Options outside their ranges are refused with one line. */
 static void test_bad_options(void **state)
 {
@@ -559,7 +636,8 @@ static void test_bad_options(void **state)
     char err[512];
     dh_plan_opts_init(&o);
     assert_int_equal(o.max_segment, 0);
-    assert_true(o.group_cost_us == DH_PLAN_GROUP_COST_US && o.fold_below_us == DH_PLAN_FOLD_BELOW_US);
+    assert_true(o.group_cost_us == DH_PLAN_GROUP_COST_US);
+    assert_true(o.fold_below_us == DH_PLAN_FOLD_BELOW_US);
     o.group_cost_us = -1;
     assert_int_equal(dh_plan_build(ps, 1, &o, &plan, err, sizeof(err)), DH_ERR_INVALID);
     assert_string_equal(err, "dhelix plan: bad group cost or folding threshold");
@@ -589,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_folding_keeps_program_order),
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_pipeline_waits_are_not_hidden),
+        cmocka_unit_test(test_emulated_comm_pairs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
