@@ -201,6 +201,9 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
             dh__t.st.desyncs++;
             dh__t.state = DH__T_DESYNC;
         } else {
+            DH_INFO(PLAN, "op %zu of the template does not match in the first iteration "
+                    "followed (%s '%s'); looking for the next iteration boundary", dh__t.cursor,
+                    dh_op_kind_name(op->kind), d->name);
             dh__t.state = DH__T_SEARCH;
         }
         dh__t.cursor = 0;
@@ -211,6 +214,9 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
     if (boundary && dh__match(0, d)) {
         if (dh__t.state == DH__T_DESYNC)
             dh__t.st.resyncs++;
+        DH_INFO(PLAN, "following the plan from op %llu of the program (%llu unmatched before)",
+                (unsigned long long)(dh__t.st.matched_ops + dh__t.st.unmatched_ops),
+                (unsigned long long)dh__t.st.unmatched_ops);
         dh__t.state = DH__T_TRACK;
         dh__t.warned_episode = 0;
         dh__t.iters_tracked = 0;
