@@ -427,6 +427,11 @@ int dh_sched_submit(dh_op_t *op)
         dh__s0log_reset();
     if (op->strand == 1) {
         int64_t need = dh__dependency_group(op);
+        /* A group below the release mark may already be issued on this rank and not yet on
+         * another: joining it would order this op differently on the two. The first group
+         * not released yet is held on every rank alike (the mark follows program order). */
+        if (need >= (int64_t)op->group && need < (int64_t)dh__s.release)
+            need = (int64_t)dh__s.release;
         if (need >= (int64_t)op->group) {
             DH_DEBUG(SCHED, "a strand-1 %s (%s) depends on held strand-0 work: group %llu -> %lld",
                      dh_op_kind_name(op->kind), d.name, (unsigned long long)op->group,
