@@ -57,7 +57,6 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
     DH__META_NUM("replay_errors", st.replay_errors);
     DH__META_NUM("cross_strand_barriers", st.cross_strand_barriers);
     DH__META_NUM("paired_groups", st.paired_groups);
-    DH__META_NUM("conflict_edges", st.conflict_edges);
     DH__META_NUM("dependency_moves", st.dependency_moves);
     DH__META_NUM("order_fallbacks", st.order_fallbacks);
     DH__META_NUM("kick_flushes", st.kick_flushes);

@@ -45,16 +45,11 @@ typedef struct dh_devres {
 } dh_devres_t;
 
 typedef struct dh_item {
-    dh_op_t *op;       /* NULL: a cross-strand barrier, a fence (strand DH_FENCE) or an
-                          edge (strand DH_EDGE) */
+    dh_op_t *op;       /* NULL: a cross-strand barrier, or a fence (strand DH_FENCE) */
     int strand;        /* the physical stream to use */
-    int device;        /* DH_EDGE: (from stream, strand) -> (to stream, strand) */
-    cudaStream_t from, to;
-    int from_strand, to_strand;
 } dh_item_t;
 
 #define DH_FENCE 2     /* item strand of a fence: every stream of every strand meets */
-#define DH_EDGE 3      /* item strand of an edge: one physical stream waits for another */
 
 typedef struct dh_batch {
     dh_item_t *items;
@@ -86,20 +81,6 @@ static int dh__push(dh_batch_t *b, dh_op_t *op, int strand)
         b->cap = cap;
     }
     b->items[b->n++] = (dh_item_t){.op = op, .strand = strand};
-    return 0;
-}
-
-/* An edge: `to`'s physical stream waits for the work issued so far on `from`'s. */
-static int dh__push_edge(dh_batch_t *b, const dh_op_t *from, const dh_op_t *to)
-{
-    if (dh__push(b, NULL, DH_EDGE))
-        return -1;
-    dh_item_t *it = &b->items[b->n - 1];
-    it->device = to->device;
-    it->from = from->stream;
-    it->from_strand = from->strand;
-    it->to = to->stream;
-    it->to_strand = to->strand;
     return 0;
 }
 
@@ -270,31 +251,6 @@ static int dh__order_stress(dh_batch_t *b, uint64_t gmax)
     }
 }
 
-/* Lock held. Before op (strand s) runs beside the ops of the other strand already issued
- * in this group, it waits for each one whose memory it shares (one edge per physical
- * stream: waiting for the latest record covers everything issued there before). */
-static int dh__edges(dh_batch_t *b, const dh_op_t *op, dh_op_t **issued, size_t nissued)
-{
-    cudaStream_t seen[8];
-    int nseen = 0;
-    for (size_t i = nissued; i-- > 0;) {
-        const dh_op_t *y = issued[i];
-        if (y->strand == op->strand || !dh__ops_conflict(op, y))
-            continue;
-        int dup = 0;
-        for (int k = 0; k < nseen; k++)
-            dup |= seen[k] == y->stream;
-        if (dup)
-            continue;
-        if (nseen < 8)
-            seen[nseen++] = y->stream;
-        if (dh__push_edge(b, y, op))
-            return -1;
-        dh__s.stats.conflict_edges++;
-    }
-    return 0;
-}
-
 /* Lock held. Says once why no held op of group g can be issued (a wait whose record comes
  * later in the plan's order, or the legacy stream's rule), then the caller falls back. */
 static void dh__stuck(uint64_t g, const uint64_t min_seq[2], const uint64_t min_legacy[2])
@@ -338,8 +294,6 @@ static int dh__order_group(dh_batch_t *b, uint64_t g)
      * one) must finish before the other strand's work of this group starts. */
     int prev[2] = {dh__dirty[0], dh__dirty[1]};
     size_t k = 0;
-    dh_op_t **issued = NULL;
-    size_t nissued = 0, capissued = 0;
     int rc = 0;
     for (;;) {
         uint64_t min_seq[2], min_legacy[2];
@@ -384,7 +338,6 @@ static int dh__order_group(dh_batch_t *b, uint64_t g)
                 break;
             }
             dh__s.stats.cross_strand_barriers += 2;
-            nissued = 0; /* the fences ordered everything before them */
             prev[0] = prev[1] = dh__dirty[0] = dh__dirty[1] = 0;
             continue;
         }
@@ -397,7 +350,6 @@ static int dh__order_group(dh_batch_t *b, uint64_t g)
             }
             dh__s.stats.cross_strand_barriers++;
             fenced = 1;
-            nissued = 0;
             prev[0] = prev[1] = dh__dirty[0] = dh__dirty[1] = 0;
         } else if (prev[!op->strand]) {
             if (dh__push(b, NULL, 0)) {
@@ -405,29 +357,14 @@ static int dh__order_group(dh_batch_t *b, uint64_t g)
                 break;
             }
             dh__s.stats.cross_strand_barriers++;
-            nissued = 0;
             prev[0] = prev[1] = dh__dirty[0] = dh__dirty[1] = 0;
         }
-        if (dh__edges(b, op, issued, nissued) || dh__push(b, op, op->strand)) {
+        if (dh__push(b, op, op->strand)) {
             rc = -1;
             break;
         }
         used[op->strand] = dh__dirty[op->strand] = 1;
-        if (op->nacc != 0) {
-            if (nissued == capissued) {
-                size_t cap = capissued ? capissued * 2 : 64;
-                dh_op_t **g2 = realloc(issued, cap * sizeof *g2);
-                if (!g2) {
-                    rc = -1;
-                    break;
-                }
-                issued = g2;
-                capissued = cap;
-            }
-            issued[nissued++] = op;
-        }
     }
-    free(issued);
     if (used[0] && used[1])
         dh__s.stats.paired_groups++;
     /* Frees run on the framework streams (strand 0) once every use of their memory by
@@ -690,22 +627,6 @@ static int dh__replay_timed(dh_op_t *op, int strand)
     return rc;
 }
 
-/* An edge item: the physical stream of (to, to_strand) waits for everything issued so far
- * on that of (from, from_strand). */
-static int dh__edge(const dh_item_t *it)
-{
-    const dh_real_t *R = dh_real();
-    cudaStream_t a = dh__physical(it->device, it->from, it->from_strand);
-    cudaStream_t b = dh__physical(it->device, it->to, it->to_strand);
-    if ((it->from_strand && !a) || (it->to_strand && !b))
-        return -1;
-    dh__set_device(it->device);
-    if (dh__devres(it->device))
-        return -1;
-    cudaEvent_t e = dh__res[it->device].order;
-    return R->cudaEventRecord(e, a) | R->cudaStreamWaitEvent(b, e, 0);
-}
-
 /* Lock held. Bookkeeping once op has been replayed with status rc. */
 static void dh__retire(dh_op_t *op, int rc)
 {
@@ -750,7 +671,6 @@ static void dh__run(dh_batch_t *b)
         const dh_item_t *it = &b->items[i];
         int rc = op                     ? dh__replay_timed(op, it->strand)
                  : it->strand == DH_FENCE ? dh__fence()
-                 : it->strand == DH_EDGE  ? dh__edge(it)
                                           : dh__barrier();
         if (op) {
             pthread_mutex_lock(&dh__s.lock);

@@ -293,11 +293,6 @@ static int dh__acc_conflict(const dh_op_access_t *x, int nx, const dh_op_access_
     return 0;
 }
 
-int dh__ops_conflict(const dh_op_t *x, const dh_op_t *y)
-{
-    return dh__acc_conflict(x->acc, x->nacc, y->acc, y->nacc);
-}
-
 /* ---- the strand-0 footprint log (lock held) ----
  * What every strand-0 op of the current region (a plan iteration, or the work since the
  * last synchronisation in strands mode) touched, in program order, whether it is still

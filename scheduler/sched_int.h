@@ -101,9 +101,6 @@ cudaStream_t dh__physical(int device, cudaStream_t s, int strand);
 /* tracker.c: the issue order of a plan's template group (NULL none); no lock needed */
 const char *dh__plan_order(int lgroup);
 
-/* sched.c: whether two ops' memory accesses overlap with at least one write (no lock) */
-int dh__ops_conflict(const dh_op_t *x, const dh_op_t *y);
-
 /* sched.c, lock held */
 void dh__inst_unref(dh_evinst_t *inst);
 void dh__fallback(const char *why);  /* lock NOT held */

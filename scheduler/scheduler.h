@@ -118,7 +118,6 @@ typedef struct dh_sched_stats {
     uint64_t replay_errors;
     uint64_t cross_strand_barriers;
     uint64_t paired_groups;       /* groups issued with ops of both strands */
-    uint64_t conflict_edges;      /* cross-strand waits for shared memory inside a group */
     uint64_t dependency_moves;    /* strand-1 ops moved after a strand-0 op they depend on */
     uint64_t order_fallbacks;     /* batches issued in program order (the plan's could not be) */
     uint64_t kick_flushes;        /* held work issued early for a polled event */

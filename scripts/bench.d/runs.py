@@ -168,7 +168,7 @@ def plan_stats(d, prefix="stats"):
             plan = obj.get("plan") or meta.get("plan")
             plan = dict(plan) if isinstance(plan, dict) else \
                 {k[5:]: v for k, v in meta.items() if k.startswith("plan_")}
-            for k in ("paired_groups", "dependency_moves", "cross_strand_barriers", "conflict_edges",
+            for k in ("paired_groups", "dependency_moves", "cross_strand_barriers",
                       "order_fallbacks", "replay_errors"):
                 if k in meta:
                     plan.setdefault(k, meta[k])

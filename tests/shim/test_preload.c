@@ -397,7 +397,7 @@ static void expect_meta(fx_t *f, const char *mode, int deferring)
     };
     static const char *const totals[] = {"max_queue_depth", "max_deferred_free_bytes",
                                          "replay_errors", "cross_strand_barriers",
-                                         "paired_groups", "conflict_edges", "dependency_moves",
+                                         "paired_groups", "dependency_moves",
                                          "order_fallbacks", "kick_flushes", "lag_waits"};
     const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);
     const size_t ndrains = sizeof(drains) / sizeof(drains[0]);
