@@ -87,7 +87,6 @@ struct dh_op {
     dh_op_t *dep;                 /* EVENT_WAIT: the record it waits for (scheduler) */
     cudaEvent_t event;            /* EVENT_*: the framework event */
     void *shim_event;             /* EVENT_RECORD: pooled event instance (scheduler) */
-    int issued;                   /* set by the dispatcher once replayed (atomic) */
     size_t free_bytes;            /* FREE_ASYNC: size of the block (scheduler) */
     int pinned;                   /* set by the capturer: never co-run with the other strand
                                      (a collective of a communicator the policy pins) */
