@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "profile_rec.h"
@@ -177,15 +178,16 @@ static dh_op_t *dh__pop(dh_vstream_t *v, int s)
 }
 
 /* Lock held. Smallest seq among held ops of strand s (both strands when s < 0) with
- * group <= gmax, and among those on the legacy stream. Each framework stream's ops of one
- * strand are in program order, so heads suffice. */
-static void dh__minima(uint64_t gmax, int s, uint64_t *min_seq, uint64_t *min_legacy)
+ * group <= gmax and seq < lim, and among those on the legacy stream. Each framework
+ * stream's ops of one strand are in program order, so heads suffice. */
+static void dh__minima(uint64_t gmax, uint64_t lim, int s, uint64_t *min_seq,
+                       uint64_t *min_legacy)
 {
     *min_seq = *min_legacy = UINT64_MAX;
     for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next) {
         for (int k = 0; k < 2; k++) {
             const dh_op_t *h = v->head[k];
-            if (!h || h->group > gmax || (s >= 0 && k != s))
+            if (!h || h->group > gmax || h->seq >= lim || (s >= 0 && k != s))
                 continue;
             if (h->seq < *min_seq)
                 *min_seq = h->seq;
@@ -195,10 +197,10 @@ static void dh__minima(uint64_t gmax, int s, uint64_t *min_seq, uint64_t *min_le
     }
 }
 
-/* Lock held. Appends every held op with group <= gmax in program order on the framework
- * streams themselves: the fallback when a smarter order fails, always legal (a barrier
- * first joins whatever strand 1 ran before). */
-static int dh__order_seq(dh_batch_t *b, uint64_t gmax)
+/* Lock held. Appends every held op with group <= gmax and seq < lim in program order on
+ * the framework streams themselves: the fallback when a smarter order fails, always legal
+ * (a barrier first joins whatever strand 1 ran before). */
+static int dh__order_seq(dh_batch_t *b, uint64_t gmax, uint64_t lim)
 {
     if (dh__dirty[1]) {
         dh__dirty[0] = dh__dirty[1] = 0;
@@ -211,7 +213,7 @@ static int dh__order_seq(dh_batch_t *b, uint64_t gmax)
         int bs = 0;
         for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next)
             for (int k = 0; k < 2; k++)
-                if (v->head[k] && v->head[k]->group <= gmax &&
+                if (v->head[k] && v->head[k]->group <= gmax && v->head[k]->seq < lim &&
                     (!best || v->head[k]->seq < best->head[bs]->seq)) {
                     best = v;
                     bs = k;
@@ -233,7 +235,7 @@ static int dh__order_stress(dh_batch_t *b, uint64_t gmax)
     dh_vstream_t *cand[256];
     for (;;) {
         uint64_t min_seq, min_legacy;
-        dh__minima(gmax, 0, &min_seq, &min_legacy);
+        dh__minima(gmax, UINT64_MAX, 0, &min_seq, &min_legacy);
         if (min_seq == UINT64_MAX)
             return 0;
         int n = 0;
@@ -283,10 +285,10 @@ static int dh__want(const dh_op_t *op, size_t k, int turn)
     return turn;
 }
 
-/* Lock held. Appends group g's ops: the two strands interleaved in the plan's order (one
- * op each without a plan), program order within a strand and framework stream, then a
- * barrier, then the group's frees. */
-static int dh__order_group(dh_batch_t *b, uint64_t g)
+/* Lock held. Appends group g's ops with seq < lim: the two strands interleaved in the
+ * plan's order (one op each without a plan), program order within a strand and framework
+ * stream, then a barrier, then the group's frees. */
+static int dh__order_group(dh_batch_t *b, uint64_t g, uint64_t lim)
 {
     dh_op_t *frees = NULL, **ftail = &frees;
     int turn = 0, used[2] = {0, 0}, fenced = 0;
@@ -297,15 +299,15 @@ static int dh__order_group(dh_batch_t *b, uint64_t g)
     int rc = 0;
     for (;;) {
         uint64_t min_seq[2], min_legacy[2];
-        dh__minima(g, 0, &min_seq[0], &min_legacy[0]);
-        dh__minima(g, 1, &min_seq[1], &min_legacy[1]);
+        dh__minima(g, lim, 0, &min_seq[0], &min_legacy[0]);
+        dh__minima(g, lim, 1, &min_seq[1], &min_legacy[1]);
         if (min_seq[0] == UINT64_MAX && min_seq[1] == UINT64_MAX)
             break;
         dh_vstream_t *best[2] = {NULL, NULL};
         for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next) {
             for (int s = 0; s < 2; s++) {
                 dh_op_t *h = v->head[s];
-                if (!h || h->group > g || !dh__ready(h, min_seq[s], min_legacy[s]))
+                if (!h || h->group > g || h->seq >= lim || !dh__ready(h, min_seq[s], min_legacy[s]))
                     continue;
                 if (h->after0 && min_seq[0] != UINT64_MAX)
                     continue; /* waits for the group's strand-0 ops (sched.c) */
@@ -687,15 +689,34 @@ static void dh__run(dh_batch_t *b)
     b->n = 0;
 }
 
-/* Lock held. Smallest group among held ops (UINT64_MAX when none). */
-static uint64_t dh__min_group(void)
+/* Lock held. Smallest group among held ops with seq < lim (UINT64_MAX when none). */
+static uint64_t dh__min_group(uint64_t lim)
 {
     uint64_t g = UINT64_MAX;
     for (dh_vstream_t *v = dh__s.vstreams; v; v = v->hh.next)
         for (int k = 0; k < 2; k++)
-            if (v->head[k] && v->head[k]->group < g)
+            if (v->head[k] && v->head[k]->group < g && v->head[k]->seq < lim)
                 g = v->head[k]->group;
     return g;
+}
+
+/* Lock held. Appends, group by group, every held op with seq < lim and group < gend; on
+ * failure, the same ops in program order. */
+static void dh__order_cut(dh_batch_t *b, uint64_t lim, uint64_t gend)
+{
+    int rc = 0;
+    for (;;) {
+        uint64_t g = dh__min_group(lim);
+        if (g == UINT64_MAX || g >= gend || rc)
+            break;
+        rc = dh__order_group(b, g, lim);
+    }
+    if (rc) {
+        DH_WARN_ONCE(SCHED, "held operations could not be ordered as planned; issuing them "
+                     "in program order");
+        dh__s.stats.order_fallbacks++;
+        dh__order_seq(b, gend ? gend - 1 : 0, lim);
+    }
 }
 
 /* Lock held. Moves submitted ops to their framework streams. */
@@ -747,10 +768,18 @@ void *dh__dispatch_main(void *arg)
     dh__sched_mark_dispatcher();
     dh__rng = (uint64_t)dh_config()->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
     dh_batch_t b = {0};
+    const int jitter_us = (int)dh_config()->test_dispatch_jitter;
+    uint64_t jrng = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull | 1;
     pthread_mutex_lock(&dh__s.lock);
     for (;;) {
+        if (jitter_us > 0) {
+            jrng ^= jrng << 13, jrng ^= jrng >> 7, jrng ^= jrng << 17;
+            pthread_mutex_unlock(&dh__s.lock);
+            usleep((useconds_t)(jrng % (uint64_t)jitter_us));
+            pthread_mutex_lock(&dh__s.lock);
+        }
         dh__intake();
-        int kicked = dh__s.kick_ms && dh__wall_ms() - dh__s.kick_ms >= DH_KICK_MS && !getenv("NOKICK");
+        int kicked = dh__s.kick_ms && dh__wall_ms() - dh__s.kick_ms >= DH_KICK_MS;
         /* In plan mode a polled record is issued early only once the program has stopped
          * submitting for a long while (it must be waiting for that record): an early flush
          * at a point another rank does not flush at would change the order of one
@@ -758,26 +787,26 @@ void *dh__dispatch_main(void *arg)
         if (kicked && dh__s.mode == DH_MODE_PLAN &&
             dh__wall_ms() - dh__s.last_submit_ms < DH_KICK_STALL_MS)
             kicked = 0, dh__s.kick_ms = dh__wall_ms() - DH_KICK_MS;
-        int flush = dh__s.flush_upto > dh__s.low_water || kicked || dh__s.stop;
-        int rc = 0;
+        if (kicked || dh__s.stop)
+            dh__flush_to(dh__s.next_seq);
+        int flush = dh__s.cut_n > 0;
         if (dh__s.mode == DH_MODE_STRANDS || dh__s.mode == DH_MODE_PLAN) {
-            /* Groups below the release mark are complete; held groups go out in order. */
-            for (;;) {
-                uint64_t g = dh__min_group();
-                if (g == UINT64_MAX || (!flush && g >= dh__s.release) || rc)
-                    break;
-                rc = dh__order_group(&b, g);
+            /* Each flush in the order the program asked for them (sched_int.h), then the
+             * complete groups: what goes out, and in what order, depends on the program's
+             * order alone, never on how far behind this thread is. */
+            for (; dh__s.cut_n > 0; dh__s.cut_n--, dh__s.cut_head = (dh__s.cut_head + 1) % DH_CUTS)
+                dh__order_cut(&b, dh__s.cuts[dh__s.cut_head], UINT64_MAX);
+            dh__order_cut(&b, UINT64_MAX, dh__s.release);
+        } else {
+            dh__s.cut_n = 0;
+            if (dh__s.mode == DH_MODE_PROFILE) {
+                dh__order_seq(&b, UINT64_MAX, UINT64_MAX);
+            } else if (flush && dh__order_stress(&b, UINT64_MAX)) {
+                DH_WARN_ONCE(SCHED, "held operations could not be ordered; issuing them in "
+                             "program order");
+                dh__s.stats.order_fallbacks++;
+                dh__order_seq(&b, UINT64_MAX, UINT64_MAX);
             }
-        } else if (dh__s.mode == DH_MODE_PROFILE) {
-            rc = dh__order_seq(&b, UINT64_MAX);
-        } else if (flush) {
-            rc = dh__order_stress(&b, UINT64_MAX);
-        }
-        if (rc) {
-            DH_WARN_ONCE(SCHED, "held operations could not be ordered as planned; issuing them "
-                         "in program order");
-            dh__s.stats.order_fallbacks++;
-            dh__order_seq(&b, UINT64_MAX);
         }
         /* A drain is followed by a synchronising call on a framework stream (or event):
          * strand 1's work must be behind what that call waits for. */
@@ -795,9 +824,9 @@ void *dh__dispatch_main(void *arg)
         pthread_cond_broadcast(&dh__s.done);
         if (dh__s.stop && !dh__s.in_head && dh__s.low_water >= dh__s.next_seq)
             break;
-        if (!dh__s.in_head && dh__s.flush_upto <= dh__s.low_water &&
-            (dh__min_group() >= dh__s.release || (dh__s.mode != DH_MODE_STRANDS &&
-                                                   dh__s.mode != DH_MODE_PLAN)))
+        if (!dh__s.in_head && dh__s.cut_n == 0 &&
+            (dh__min_group(UINT64_MAX) >= dh__s.release || (dh__s.mode != DH_MODE_STRANDS &&
+                                                             dh__s.mode != DH_MODE_PLAN)))
             dh__wait_work();
     }
     pthread_mutex_unlock(&dh__s.lock);

@@ -393,6 +393,76 @@ static int64_t dh__dependency_group(const dh_op_t *op)
     return need;
 }
 
+/* ---- flushes and the work no flush covers (lock held) ---- */
+
+struct dh_unc {
+    uint64_t ops, bytes;
+};
+
+void dh__flush_to(uint64_t lim)
+{
+    if (lim <= dh__s.flush_upto)
+        return;
+    dh__s.flush_upto = lim;
+    if (dh__s.cut_n == DH_CUTS)
+        dh__s.cuts[(dh__s.cut_head + DH_CUTS - 1) % DH_CUTS] = lim;
+    else
+        dh__s.cuts[(dh__s.cut_head + dh__s.cut_n++) % DH_CUTS] = lim;
+    /* Everything submitted is covered now. */
+    if (dh__s.unc)
+        memset(dh__s.unc, 0, dh__s.unc_cap * sizeof *dh__s.unc);
+    dh__s.unc_ops = dh__s.unc_bytes = 0;
+}
+
+/* The groups the dispatcher may issue without a flush: below the release mark in the
+ * two-strand modes, none in stress. */
+static uint64_t dh__released(void) { return dh__two_strands(dh__s.mode) ? dh__s.release : 0; }
+
+/* A ring indexed by group: entry g % unc_cap holds group g, for g in [unc_base, +cap). */
+static void dh__unc_cover_below(uint64_t r)
+{
+    if (r <= dh__s.unc_base)
+        return;
+    uint64_t n = r - dh__s.unc_base;
+    if (n > dh__s.unc_cap)
+        n = dh__s.unc_cap;
+    for (uint64_t g = dh__s.unc_base; g < dh__s.unc_base + n; g++) {
+        struct dh_unc *u = &dh__s.unc[g % dh__s.unc_cap];
+        dh__s.unc_ops -= u->ops;
+        dh__s.unc_bytes -= u->bytes;
+        u->ops = u->bytes = 0;
+    }
+    dh__s.unc_base = r;
+}
+
+static void dh__unc_add(const dh_op_t *op)
+{
+    uint64_t bytes = op->kind == DH_OP_FREE_ASYNC ? op->free_bytes : 0;
+    if (op->group < dh__s.unc_base)
+        return;
+    dh__s.unc_ops++;
+    dh__s.unc_bytes += bytes;
+    uint64_t i = op->group - dh__s.unc_base;
+    if (i >= dh__s.unc_cap && i < (1u << 16)) {
+        size_t cap = dh__s.unc_cap ? dh__s.unc_cap : 64;
+        while (cap <= i)
+            cap *= 2;
+        struct dh_unc *u = calloc(cap, sizeof *u);
+        if (u) {
+            for (uint64_t g = dh__s.unc_base; g < dh__s.unc_base + dh__s.unc_cap; g++)
+                u[g % cap] = dh__s.unc[g % dh__s.unc_cap];
+            free(dh__s.unc);
+            dh__s.unc = u;
+            dh__s.unc_cap = cap;
+        }
+    }
+    if (i < dh__s.unc_cap) {
+        dh__s.unc[op->group % dh__s.unc_cap].ops++;
+        dh__s.unc[op->group % dh__s.unc_cap].bytes += bytes;
+    }
+    /* else: counted until the next flush, which comes sooner for it */
+}
+
 int dh_sched_submit(dh_op_t *op)
 {
     /* Registered after the device library initialised (it has, since work is being
@@ -465,15 +535,20 @@ int dh_sched_submit(dh_op_t *op)
         if (dh__s.held_free_bytes > dh__s.stats.max_deferred_bytes)
             dh__s.stats.max_deferred_bytes = dh__s.held_free_bytes;
     }
+    dh__unc_cover_below(dh__released());
+    dh__unc_add(op);
+    /* Bounded lag: past the limits, what is held by design is issued without pairing. The
+     * count is of work no flush or release covers, which program order alone decides:
+     * counting what the dispatcher has not replayed yet would flush at a point that
+     * depends on its speed, and on another op on each rank. */
     const dh_config_t *cfg = dh_config();
-    if (dh__s.held > (uint64_t)cfg->max_queued_ops ||
-        dh__s.held_free_bytes > (uint64_t)cfg->max_deferred_free_bytes) {
-        if (dh__s.flush_upto < dh__s.next_seq)
-            dh__s.stats.drains[DH_DRAIN_LAG]++;
-        flush = 1; /* bounded lag: issue without pairing */
+    if (dh__s.unc_ops > (uint64_t)cfg->max_queued_ops ||
+        dh__s.unc_bytes > (uint64_t)cfg->max_deferred_free_bytes) {
+        dh__s.stats.drains[DH_DRAIN_LAG]++;
+        flush = 1;
     }
     if (flush || dh__s.mode == DH_MODE_PROFILE)
-        dh__s.flush_upto = dh__s.next_seq;
+        dh__flush_to(dh__s.next_seq);
     /* The dispatcher holds ops until a drain (stress) or until a group is complete (strands,
      * plan): waking it for every op would cost a futex call per capture for nothing. */
     int wake = dh__s.flush_upto > dh__s.low_water || dh__s.release > release0;
@@ -550,8 +625,7 @@ int dh_sched_drain(dh_drain_reason_t why)
             dh__s0log_reset(); /* everything before is issued, in program order */
     }
     uint64_t target = dh__s.next_seq;
-    if (dh__s.flush_upto < target)
-        dh__s.flush_upto = target;
+    dh__flush_to(target);
     pthread_cond_signal(&dh__s.work);
     while (dh__s.low_water < target && dh__s.started)
         pthread_cond_wait(&dh__s.done, &dh__s.lock);
@@ -699,6 +773,12 @@ void dh_sched_fini(void)
     pthread_join(dh__s.thread, NULL);
     pthread_mutex_lock(&dh__s.lock);
     dh__s.started = 0;
+    pthread_mutex_unlock(&dh__s.lock);
+    pthread_mutex_lock(&dh__s.lock);
+    free(dh__s.unc);
+    dh__s.unc = NULL;
+    dh__s.unc_cap = 0;
+    dh__s.unc_ops = dh__s.unc_bytes = 0;
     pthread_mutex_unlock(&dh__s.lock);
     if (dh__s.mode == DH_MODE_PROFILE)
         dh_prof_finish();

@@ -18,6 +18,7 @@
 #include "scheduler.h"
 
 #define DH_MAX_DEVICES 16
+#define DH_CUTS 256
 
 /* A shim-owned event instance: what a deferred cudaStreamWaitEvent waits on, so that a
  * later record of the same framework event cannot change what an earlier wait means. */
@@ -65,6 +66,17 @@ typedef struct dh_sched_state {
     uint64_t next_seq;            /* lock */
     uint64_t low_water;           /* lock: every op with seq < low_water has been replayed */
     uint64_t flush_upto;          /* lock: the dispatcher must replay every seq < this */
+    /* Flushes not served yet, in the order they were asked for (a ring; see dh__flush_to).
+     * The dispatcher serves each in turn, ops with seq < cuts[i] group by group, and only
+     * then the groups below the release mark. */
+    uint64_t cuts[DH_CUTS];       /* lock */
+    unsigned cut_head, cut_n;     /* lock */
+    /* What no flush and no release covers yet (held by design, not by lag): ops and
+     * deferred-free bytes per group from unc_base on. Program order alone decides these,
+     * so the bounded-lag flush they trigger is at the same op on every rank. */
+    struct dh_unc *unc;           /* lock: [unc_cap], index group - unc_base */
+    size_t unc_cap;
+    uint64_t unc_base, unc_ops, unc_bytes; /* lock */
     uint64_t kick_ms;             /* lock: wall time of the first unanswered kick, or 0 */
     uint64_t join_gen;            /* lock: bumped by every barrier */
     uint64_t fwd_epoch;           /* lock: bumped after every call forwarded onto a stream */
@@ -102,6 +114,9 @@ cudaStream_t dh__physical(int device, cudaStream_t s, int strand);
 const char *dh__plan_order(int lgroup);
 
 /* sched.c, lock held */
+/* Asks the dispatcher to replay every op with seq < lim (after the flushes asked for
+ * before). With DH_CUTS flushes pending, the newest absorbs it. */
+void dh__flush_to(uint64_t lim);
 void dh__inst_unref(dh_evinst_t *inst);
 void dh__fallback(const char *why);  /* lock NOT held */
 uint64_t dh__wall_ms(void);

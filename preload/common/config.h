@@ -150,15 +150,20 @@ typedef enum dh_cfg_kind {
       "names). dp may be left out when the launcher gives the world size. A value that "    \
       "does not parse or does not match the world size is ignored, with a warning.")        \
     X(MAX_QUEUED_OPS, max_queued_ops, INT, "4096", NULL, 16, 1048576,                       \
-      "Most operations held in the strand queues; past it the dispatcher issues without "   \
-      "pairing and the program waits until the queues are back under it.")                                                                           \
+      "Most operations held back for pairing (in groups the plan has not completed yet); "  \
+      "past it they are issued without pairing. The program also waits while more than "   \
+      "this many operations are not issued yet.")                                           \
     X(MAX_DEFERRED_FREE_BYTES, max_deferred_free_bytes, BYTES, "2G", NULL, 0,               \
       17592186044416LL,                                                                     \
       "Most device memory held by frees the scheduler has deferred; past it the "           \
       "dispatcher issues without pairing and the program waits until it is back under.")                                                 \
     X(TEST_BREAK, test_break, STR, "", "empty or a comma list of rule names", 0, 0,         \
       "Test only: disables the named deep copies or drain rules so tests can show each is " \
-      "load-bearing (see scheduler/breaks.h). Never set it in production.")
+      "load-bearing (see scheduler/breaks.h). Never set it in production.")                 \
+    X(TEST_DISPATCH_JITTER, test_dispatch_jitter, INT, "0", NULL, 0, 1000000,               \
+      "Test only: the dispatcher sleeps a random 0..N microseconds (seeded by the process " \
+      "id) before each round, so that ranks fall behind at different points; what is "     \
+      "issued, and in what order, must not change. Never set it in production.")
 
 typedef enum dh_cfg_id {
 #define DH__CFG_ID(id, field, kind, def, choices, min, max, desc) DH_CFG_##id,

@@ -21,6 +21,11 @@
 #       per rank that names the plan file and the problem, nothing interleaved
 #   inject_stress
 #       WL_INJECT changes no loss (no shim, and DHELIX_MODE=stress) and does inject
+#   jitter (4 ranks: TP=2 x DP=2, distributed optimizer, overlapped gradient reduction)
+#       three plan runs whose dispatchers sleep at random (DHELIX_TEST_DISPATCH_JITTER), so
+#       each rank falls behind at different points: what is issued, and in what order, must
+#       depend on the program alone, or two ranks call one communicator's collectives in
+#       different orders (the vgpu reports a mismatch) and the losses differ
 # Everything goes under $SI_WORK (default $DH_BUILD_DIR/si/SCENARIO, DH_BUILD_DIR default
 # build/): per run NAME.cmd (the command), NAME.out (stdout, the JSON summary), NAME.err,
 # NAME.rc. On failure it prints which check failed, the paths and the stderr tails.
@@ -292,6 +297,22 @@ scenario_si() {
   fi
 }
 
+# Plan runs with a dispatcher that falls behind at random points (see the file comment).
+scenario_jitter() {
+  local n=4 k
+  local args=(--model llama-tiny --tp 2 --dp 2 --mbs 1 --gbs 8 --iters 4 --dist-opt --overlap-grad-reduce)
+  wl_run base "$n" -- "${args[@]}"
+  run_ok base || return
+  profile prof "$n" -- "${args[@]}" || return
+  make_plan prof || return
+  for k in 1 2 3; do
+    # shellcheck disable=SC2046
+    wl_run si$k "$n" DHELIX_TEST_DISPATCH_JITTER=300 $(si_env "$work/plan.json" si$k) -- "${args[@]}"
+    run_ok si$k base || continue
+    plan_stats si$k "$n" && stat_check si$k paired_groups -gt 0
+  done
+}
+
 # An SI run whose program diverges from the plan's template in iteration 2.
 scenario_desync() {
   local kind=$1 n=2 at=2
@@ -454,6 +475,7 @@ case $scenario in
   bad_plan_json | bad_plan_version | bad_plan_model | bad_plan_layout | bad_plan_world | bad_plan_truncated)
     set -- bad_plan "${scenario#bad_plan_}" ;;
   inject_stress) set -- inject_stress ;;
+  jitter) set -- jitter ;;
   *)
     sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     echo "e2e: unknown scenario '${scenario}'" >&2
