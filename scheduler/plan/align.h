@@ -43,15 +43,21 @@
  *   - neither side holds comm or copy (compute || compute) and eff(compute, compute) <= 0
  *     (for a measured single-op pair: its measured efficiency <= 0).
  *
- * Memory: memA(i) is the sum of mem over A's first i ops, memB(j) likewise;
- *   peak_base  = max(max_i memA(i), memA(nA) + max_j memB(j))   (A then B, serially)
- *   extra(i,j) = max(0, memA(i) + memB(j) - peak_base).
+ * Memory, as the runtime holds it. memA(i) is the sum of mem over A's first i ops, memB(j)
+ * likewise; peak_base = max(max_i memA(i), memA(nA) + max_j memB(j)) (A then B, serially).
+ * The program issues all of A before B, and the runtime holds A's ops from its first
+ * paired group on until their B ops arrive: by then every allocation of A has been made
+ * (cudaMallocAsync answers at once) while A's frees take effect only as their groups go
+ * out. So once B has started, or inside a pair, A stands at
+ *   heldA(i) = memA(i) + (the bytes A allocates after op i),
+ * and before (A's leading solo steps, j = 0) at memA(i):
+ *   extra(i, j) = max(0, (j > 0 or in a pair ? heldA(i) : memA(i)) + memB(j) - peak_base).
  * A step is allowed only when extra is within the bound at every state (i', j') it spans:
  * for a pair step from (i0, j0) to (i1, j1) every i0 <= i' <= i1, j0 <= j' <= j1, because
  * two co-running segments may interleave in any way; for a solo step every state its ops
  * pass through (its end state when it is one op). The serial path (all of A, then all of B)
- * never exceeds peak_base, so it is always allowed and the DP is never worse than serial
- * plus 2G.
+ * never exceeds peak_base (heldA(nA) = memA(nA)), so it is always allowed and the DP is
+ * never worse than serial plus 2G.
  *
  * Pure functions of their arguments: thread-safe.
  */

@@ -31,9 +31,11 @@ typedef struct dh__dp {
     double bound, base, eff[3][3];
     int nobound, cc_ok, measured;
     const dh_align_model_t *m;
-    double *memA, *memB;        /* prefix sums of mem at unit boundaries, na+1 and nb+1 */
+    double *memA, *memB;        /* prefix sums of mem at unit boundaries, na+1 and nb+1;
+                                   memA as the runtime holds it (align.h, "Memory") */
     double *uta, *utb;          /* solo time of each unit */
     double *umA, *umB;          /* largest prefix sum a unit's solo step passes through */
+    double *memA0, *umA0;       /* memA and umA with nothing held: A's leading solo steps */
     uint64_t *usA, *usB;        /* sig of each unit's longest op (measured pairs) */
     dh__seg_t *segA, *segB;     /* [(end - 1) * L + (len - 1)] */
     /* B's segments ending at j with length l2, at [(l2 - 1) * w + j]. */
@@ -328,7 +330,7 @@ static void dh__fill_row(dh__dp_t *d, size_t i)
     for (size_t j = 0; j <= d->nb; j++) {
         int la = DH__LNONE;
         Ta[j] = INFINITY;
-        if (i > 0 && dh__fits(d, d->umA[i - 1] + d->memB[j])) {
+        if (i > 0 && dh__fits(d, (j ? d->umA : d->umA0)[i - 1] + d->memB[j])) {
             const double *pa = dh__lay(d, i - 1, DH__LA), *pb = dh__lay(d, i - 1, DH__LB),
                          *pp = dh__lay(d, i - 1, DH__LP);
             Ta[j] = dh__pick(pa[j], pb[j] + G, pp[j] + G, &la) + d->uta[i - 1];
@@ -341,7 +343,7 @@ static void dh__fill_row(dh__dp_t *d, size_t i)
         if (i == 0 && j == 0) {
             ta = 0;
             tp = INFINITY;
-        } else if (!dh__fits(d, d->memA[i] + d->memB[j]) ||
+        } else if (!dh__fits(d, (j ? d->memA : d->memA0)[i] + d->memB[j]) ||
                    !dh__ord_ok(d->ord, d->nord, d->ca[i], d->cb[j])) {
             ta = tp = INFINITY;
         } else if (j > 0 && dh__fits(d, d->memA[i] + d->umB[j - 1])) {
@@ -396,7 +398,7 @@ static int dh__back(const dh__dp_t *d, size_t *i, size_t *j, int *layer, dh_alig
     if (*layer == DH__LA && *i > 0) {
         size_t u = *i - 1;
         *s = (dh_align_step_t){d->ca[u], d->ca[u + 1] - d->ca[u], d->cb[*j], 0, 0, d->uta[u],
-                               dh__extra(d, d->umA[u] + d->memB[*j])};
+                               dh__extra(d, (*j ? d->umA : d->umA0)[u] + d->memB[*j])};
         *layer = d->from[at] & 3;
         *i = u;
     } else if (*layer == DH__LB && *j > 0) {
@@ -465,7 +467,7 @@ static dh_status_t dh__trace(const dh__dp_t *d, dh_align_result_t *r)
 static void dh__dp_free(dh__dp_t *d)
 {
     void *all[] = {d->ca, d->cb, d->memA, d->memB, d->uta, d->utb, d->umA, d->umB, d->usA,
-                   d->usB, d->segA, d->segB, d->bt, d->bg0, d->bg1, d->bg2, d->bmem, d->bmask,
+                   d->memA0, d->umA0, d->usB, d->segA, d->segB, d->bt, d->bg0, d->bg1, d->bg2, d->bmem, d->bmask,
                    d->bok, d->bcc, d->pen, d->ccpen, d->zeros, d->ring, d->lay, d->pbest,
                    d->phow, d->how, d->from};
     for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++)
@@ -481,6 +483,8 @@ static dh_status_t dh__dp_alloc(dh__dp_t *d)
     d->utb = malloc(w * sizeof(double));
     d->umA = malloc(na1 * sizeof(double));
     d->umB = malloc(w * sizeof(double));
+    d->memA0 = malloc(na1 * sizeof(double));
+    d->umA0 = malloc(na1 * sizeof(double));
     d->usA = calloc(na1, sizeof(uint64_t));
     d->usB = calloc(w, sizeof(uint64_t));
     d->segA = malloc((d->na ? d->na : 1) * L * sizeof(dh__seg_t));
@@ -501,7 +505,8 @@ static dh_status_t dh__dp_alloc(dh__dp_t *d)
     d->from = malloc(na1 * w);
     d->ccpen = malloc(soa * sizeof(double));
     d->zeros = calloc(soa, sizeof(double));
-    void *all[] = {d->memA, d->memB, d->uta, d->utb, d->umA, d->umB, d->usA, d->usB, d->segA,
+    void *all[] = {d->memA, d->memB, d->uta, d->utb, d->umA, d->umB, d->memA0, d->umA0,
+                   d->usA, d->usB, d->segA,
                    d->segB, d->bt, d->bg0, d->bg1, d->bg2, d->bmem, d->bmask, d->bok, d->bcc,
                    d->ccpen, d->zeros, d->ring, d->lay, d->pbest, d->phow, d->how, d->from};
     for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++)
@@ -520,7 +525,29 @@ static dh_status_t dh__setup(dh__dp_t *d, const dh_align_params_t *p)
     if ((double)(d->na + 1) * (double)(d->nb + 1) > (double)DH_ALIGN_MAX_STATES)
         return DH_ERR_RANGE;
     DH_CHECK(dh__dp_alloc(d));
-    dh__prep(d, d->a, d->ca, d->na, d->memA, d->uta, d->umA, d->usA, d->segA, 0);
+    /* Nothing held yet: A's leading solo steps. */
+    dh__prep(d, d->a, d->ca, d->na, d->memA0, d->uta, d->umA0, d->usA, d->segA, 0);
+    /* Held: every allocation of A is made (the program issued all of A before B), A's
+     * frees count up to i only. Prefix sums of A's frees, plus all of A's allocations. */
+    dh_align_op_t *held = malloc((na_ops ? na_ops : 1) * sizeof *held);
+    if (held == NULL)
+        return DH_ERR_NOMEM;
+    double alloc_a = 0;
+    for (size_t i = 0; i < na_ops; i++) {
+        held[i] = d->a[i];
+        if (held[i].mem > 0) {
+            alloc_a += (double)held[i].mem;
+            held[i].mem = 0;
+        }
+    }
+    dh__prep(d, held, d->ca, d->na, d->memA, d->uta, d->umA, d->usA, d->segA, 0);
+    free(held);
+    for (size_t u = 0; u <= d->na; u++)
+        d->memA[u] += alloc_a;
+    for (size_t u = 0; u < d->na; u++)
+        d->umA[u] += alloc_a;
+    for (size_t k = 0; k < d->na * (size_t)d->L; k++)
+        d->segA[k].memmax += alloc_a;
     dh__prep(d, d->b, d->cb, d->nb, d->memB, d->utb, d->umB, d->usB, d->segB, 1);
     /* The serial path's peak, over every op state (units only coarsen the grid). */
     double at = 0, maxA = 0, maxB = 0;

@@ -35,6 +35,8 @@ typedef struct ref {
     double bound, G;
     double eff[3][3];
     double memA[BIGN + 1], memB[BIGN + 1], base;
+    double heldA[BIGN + 1];   /* memA as the runtime holds it: all of A's allocations made,
+                                 its frees up to i applied (align.h, "Memory") */
     const dh_align_order_t *orders;
     int norders;
     double best;
@@ -96,9 +98,10 @@ static double ref_pair(const ref_t *r, const dh_align_op_t *a, size_t na, const 
     return hi + (1 - e) * lo;
 }
 
-static double ref_extra(const ref_t *r, size_t i, size_t j)
+/* held: the state is inside a pair or after B started (A's later allocations are made). */
+static double ref_extra(const ref_t *r, size_t i, size_t j, int held)
 {
-    double x = r->memA[i] + r->memB[j] - r->base;
+    double x = (held ? r->heldA[i] : r->memA[i]) + r->memB[j] - r->base;
     return x > 0 ? x : 0;
 }
 
@@ -129,9 +132,15 @@ static int ref_orders_ok(const ref_t *r, size_t i, size_t j)
     return 1;
 }
 
+static int ref_held_ok(const ref_t *r, size_t i, size_t j, int held)
+{
+    return (r->bound < 0 || ref_extra(r, i, j, held) <= r->bound) && ref_orders_ok(r, i, j);
+}
+
+/* A state between steps: A's later allocations are made once B has started. */
 static int ref_state_ok(const ref_t *r, size_t i, size_t j)
 {
-    return (r->bound < 0 || ref_extra(r, i, j) <= r->bound) && ref_orders_ok(r, i, j);
+    return ref_held_ok(r, i, j, j > 0);
 }
 
 /* Every state of the rectangle a pair step spans must be within the bound. */
@@ -139,7 +148,7 @@ static int ref_rect_ok(const ref_t *r, size_t i0, size_t i1, size_t j0, size_t j
 {
     for (size_t i = i0; i <= i1; i++)
         for (size_t j = j0; j <= j1; j++)
-            if (!ref_state_ok(r, i, j))
+            if (!ref_held_ok(r, i, j, 1))
                 return 0;
     return 1;
 }
@@ -229,8 +238,14 @@ static void ref_init(ref_t *r, const dh_align_op_t *a, size_t na, const dh_align
     r->norders = p->norders;
     memcpy(r->eff, m->eff, sizeof(r->eff));
     double maxA = 0, maxB = 0;
-    for (size_t i = 0; i < na; i++)
+    double alloc_a = 0;
+    for (size_t i = 0; i < na; i++) {
         r->memA[i + 1] = r->memA[i] + (double)a[i].mem;
+        alloc_a += a[i].mem > 0 ? (double)a[i].mem : 0;
+    }
+    r->heldA[0] = alloc_a;
+    for (size_t i = 0; i < na; i++)
+        r->heldA[i + 1] = r->heldA[i] + (a[i].mem < 0 ? (double)a[i].mem : 0);
     for (size_t j = 0; j < nb; j++)
         r->memB[j + 1] = r->memB[j] + (double)b[j].mem;
     for (size_t i = 0; i <= na; i++)
@@ -358,16 +373,16 @@ static void check_path(const ref_t *r, const dh_align_result_t *res)
             assert_true(fabs(p - s->cost_us) <= 1e-9 * (1 + p));
             for (size_t x = i; x <= i + s->a_n; x++)
                 for (size_t y = j; y <= j + s->b_n; y++)
-                    extra = fmax(extra, ref_extra(r, x, y));
+                    extra = fmax(extra, ref_extra(r, x, y, 1));
         } else {
             assert_true(s->a_n == 0 || s->b_n == 0);
             for (size_t x = 1; x <= s->a_n; x++) {
                 assert_true(ref_state_ok(r, i + x, j));
-                extra = fmax(extra, ref_extra(r, i + x, j));
+                extra = fmax(extra, ref_extra(r, i + x, j, j > 0));
             }
             for (size_t y = 1; y <= s->b_n; y++) {
                 assert_true(ref_state_ok(r, i, j + y));
-                extra = fmax(extra, ref_extra(r, i, j + y));
+                extra = fmax(extra, ref_extra(r, i, j + y, 1));
             }
         }
         sum += s->cost_us;
@@ -654,6 +669,36 @@ static void test_memory_bound_forbids_the_pair(void **state)
     dh_align_result_free(&res);
 }
 
+/* The runtime holds A's ops from the first pair on, so A's frees there wait for the pair
+ * while all of A's allocations are made (the program issues all of A before B): pairing
+ * b1 with a1, ahead of a free of 1 GiB and an allocation of 1 GiB, holds 1 GiB more than
+ * the serial peak; pairing it with a3, after both, holds nothing. */
+static void test_memory_held_frees(void **state)
+{
+    (void)state;
+    dh_align_model_t m;
+    dh_align_model_default(&m);
+    const int64_t gib = 1ll << 30;
+    dh_align_op_t a[] = {op(DH_CLS_COMPUTE, 100, -1, 0), op(DH_CLS_FREE, 0, -1, -gib),
+                         op(DH_CLS_COMPUTE, 50, -1, gib)};
+    dh_align_op_t b[] = {op(DH_CLS_COMM, 100, 0, 0)};
+    dh_align_params_t p = {.max_seg = 1, .max_extra_mem = -1};
+    dh_align_result_t res;
+    /* Unbounded: the best pair is a1 || b1 (saves 90 us), holding 1 GiB. */
+    assert_int_equal(dh_align(a, 3, b, 1, &m, &p, &res), DH_OK);
+    EXPECT_US(res.cost_us, 110 + 50);
+    EXPECT_US(res.extra_mem, (double)gib);
+    dh_align_result_free(&res);
+    /* Within 512 MiB: only a3 || b1 (saves 45 us). */
+    p.max_extra_mem = 512.0 * 1024 * 1024;
+    assert_int_equal(dh_align(a, 3, b, 1, &m, &p, &res), DH_OK);
+    EXPECT_US(res.cost_us, 100 + 100 + 0.1 * 50);
+    EXPECT_US(res.extra_mem, 0);
+    assert_int_equal(res.npairs, 1);
+    assert_int_equal(res.steps[res.nsteps - 1].a_first, 2);
+    dh_align_result_free(&res);
+}
+
 /* The group overhead: a pair pays G for its group and G to hand back to strand a, a leading
  * solo-a step pays nothing, and a pair that gains less than its overhead loses to serial. */
 static void test_group_overhead(void **state)
@@ -786,6 +831,7 @@ int main(void)
         cmocka_unit_test(test_legality_forbids_the_best_pair),
         cmocka_unit_test(test_measured_pair),
         cmocka_unit_test(test_memory_bound_forbids_the_pair),
+        cmocka_unit_test(test_memory_held_frees),
         cmocka_unit_test(test_group_overhead),
         cmocka_unit_test(test_fold_units),
         cmocka_unit_test(test_bad_params),
