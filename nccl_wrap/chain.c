@@ -43,6 +43,7 @@ static int dh__chain_op(int record, int dev, cudaStream_t s, cudaEvent_t ev)
     if (st != DH_OK)
         return -1;
     op->device = dev;
+    op->issue_only = !record;
     dh_sched_submit(op);
     return 0;
 }

@@ -10,8 +10,11 @@
  * op's stream, and an NCCL op on another stream first waits for the latest such record. The
  * dispatcher never issues a wait before its record (scheduler/dispatch.c), so NCCL ops are
  * issued in program order on every rank; on the device the wait also orders them, which
- * NCCL does within a communicator anyway. Ops on one stream need nothing: the dispatcher
- * keeps each stream's program order.
+ * NCCL does within a communicator anyway. With one hardware queue
+ * (CUDA_DEVICE_MAX_CONNECTIONS=1) the device runs work in issue order, and the wait is not
+ * replayed (op.h, issue_only): there it would hold every later op of every stream behind
+ * the record, which the program without the shim does not do. Ops on one stream need
+ * nothing: the dispatcher keeps each stream's program order.
  *
  * Thread-safety: dh_nccl_submit may be called from any thread; a process-wide lock (a leaf
  * but for the scheduler's, taken inside it) keeps the wait, the op and the record together

@@ -297,6 +297,21 @@ static int dh__order_group(dh_batch_t *b, uint64_t g, uint64_t lim)
     int prev[2] = {dh__dirty[0], dh__dirty[1]};
     size_t k = 0;
     int rc = 0;
+    if (prev[0] || prev[1]) {
+        /* When both strands have work here, that barrier goes before any of it: put just
+         * before the other strand's first op it would also hold that op behind this
+         * group's own first ops (a collective), and the pair would run one after the
+         * other. */
+        uint64_t m0, l0, m1, l1;
+        dh__minima(g, lim, 0, &m0, &l0);
+        dh__minima(g, lim, 1, &m1, &l1);
+        if (m0 != UINT64_MAX && m1 != UINT64_MAX) {
+            if (dh__push(b, NULL, 0))
+                return -1;
+            dh__s.stats.cross_strand_barriers++;
+            prev[0] = prev[1] = dh__dirty[0] = dh__dirty[1] = 0;
+        }
+    }
     for (;;) {
         uint64_t min_seq[2], min_legacy[2];
         dh__minima(g, lim, 0, &min_seq[0], &min_legacy[0]);

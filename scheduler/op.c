@@ -4,6 +4,7 @@
  * Kernels, copies, cuBLAS and cuBLASLt have their own files (op_kernel.c, op_copy.c,
  * op_blas.c, op_lt.c).
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -227,11 +228,32 @@ static int dh__replay_record(dh_op_t *op, const dh_replay_ctx_t *ctx)
     return recf != NULL ? recf(op->event, ctx->stream, flags) : cudaErrorInitializationError;
 }
 
+/* Whether the device runs all streams through one hardware queue (CUDA_DEVICE_MAX_CONNECTIONS
+ * = 1, as Megatron sets): then work runs in the order it was issued. Read at the first
+ * replay, after the program's own set-up. */
+static int dh__one_queue(void)
+{
+    static _Atomic int known = -1;
+    int v = atomic_load_explicit(&known, memory_order_relaxed);
+    if (v < 0) {
+        const char *e = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+        v = e != NULL && atoi(e) == 1;
+        atomic_store_explicit(&known, v, memory_order_relaxed);
+    }
+    return v;
+}
+
 /* A wait on the shim's instance of the record it depends on; with none (the record ran
- * before the scheduler saw it, e.g. in passthrough) the framework's event is current. */
+ * before the scheduler saw it, e.g. in passthrough) the framework's event is current. A
+ * wait that only orders issue costs nothing on a device with one hardware queue; there, on
+ * the device, it would hold every later op of every stream behind the record (a long
+ * data-parallel reduction would stall the next tensor-parallel collective and the compute
+ * queued after it). */
 static int dh__replay_wait(dh_op_t *op, const dh_replay_ctx_t *ctx)
 {
     const dh_real_t *r = dh_real();
+    if (op->issue_only && dh__one_queue())
+        return cudaSuccess;
     dh_real_cudaStreamWaitEvent_t wait = DH_REAL_FN(r, cudaStreamWaitEvent);
     if (wait == NULL)
         return cudaErrorInitializationError;

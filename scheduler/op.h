@@ -93,6 +93,9 @@ struct dh_op {
     int lgroup;                   /* plan mode: the template group (-1 none), for the order */
     int after0;                   /* two strands: issue after the group's strand-0 ops (it
                                      depends on one of them) */
+    int issue_only;               /* EVENT_WAIT that orders issue only (nccl_wrap/chain.h):
+                                     with one hardware queue issue order is run order, and
+                                     it is not replayed */
     int nacc;                     /* two-strand modes: accesses in acc, -1 anything */
     dh_op_access_t *acc;          /* owned (malloc), or NULL */
     uint64_t prof;                /* profile mode: record number + 1, 0 none */
