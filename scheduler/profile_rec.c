@@ -70,7 +70,7 @@ static int dh__comm_index(const void *reg)
 }
 
 uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
-                        int stream_ordinal)
+                        int stream_ordinal, int64_t dep)
 {
     if (!dh__pr.max)
         dh__pr.max = (size_t)dh_config()->profile_ops;
@@ -108,6 +108,7 @@ uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
     r->us = r->start_us = -1;
     r->mem = op->kind == DH_OP_FREE_ASYNC ? -(int64_t)op->free_bytes : mem;
     r->sync_before = dh__pr.pending_sync;
+    r->dep1 = dep >= 0 && (uint64_t)dep < i ? dep + 1 : 0;
     dh__pr.pending_sync = 0;
     return i + 1;
 }

@@ -70,6 +70,7 @@ static dh_evinst_t *dh__inst_new(int device)
     }
     i->refs = 0;
     i->recorded = 0;
+    i->rec_run = 0;
     i->next_free = NULL;
     return i;
 }
@@ -256,7 +257,7 @@ static void dh__prepare(dh_op_t *op, dh_op_desc_t *d)
     dh_mode_t m = dh__s.mode;
     if (m == DH_MODE_PROFILE || m == DH_MODE_PLAN)
         dh_op_describe(op, d);
-    if (!dh__two_strands(m))
+    if (!dh__two_strands(m) && m != DH_MODE_PROFILE)
         return;
     dh_op_access_t acc[DH_OP_ACCESS_MAX];
     int n = dh_op_footprint(op, acc, DH_OP_ACCESS_MAX);
@@ -274,12 +275,13 @@ static inline int dh__writes(const dh_op_access_t *a, uint64_t young_from)
     return a->write == 1 || (a->write == DH_ACCESS_MAYBE && a->born >= young_from);
 }
 
-/* Whether two access lists (n < 0: anything) overlap with at least one write (op.h). */
-static int dh__acc_conflict(const dh_op_access_t *x, int nx, const dh_op_access_t *y, int ny)
+/* Whether two access lists (n < 0: anything) overlap with at least one write (op.h); a
+ * kernel's maybe-write counts for allocations made since young. */
+static int dh__acc_conflict(const dh_op_access_t *x, int nx, const dh_op_access_t *y, int ny,
+                            uint64_t young)
 {
     if (nx < 0 || ny < 0)
         return nx != 0 && ny != 0;
-    uint64_t young = atomic_load_explicit(&dh__s.young_from, memory_order_relaxed);
     for (int i = 0; i < nx; i++)
         for (int j = 0; j < ny; j++) {
             const dh_op_access_t *a = &x[i], *c = &y[j];
@@ -293,64 +295,91 @@ static int dh__acc_conflict(const dh_op_access_t *x, int nx, const dh_op_access_
     return 0;
 }
 
-/* ---- the strand-0 footprint log (lock held) ----
- * What every strand-0 op of the current region (a plan iteration, or the work since the
- * last synchronisation in strands mode) touched, in program order, whether it is still
+/* ---- footprint logs (lock held) ----
+ * What every op of a stretch of the program touched, in program order, whether it is still
  * held or already issued: a dependency decision must not depend on how far the dispatcher
- * got, or two ranks could order one communicator's calls differently. Strand-0 groups
- * never decrease in program order, so the log is sorted by group. */
-typedef struct dh__s0rec {
-    uint64_t group;
+ * got, or two ranks could order one communicator's calls differently. Each record has a
+ * key that never decreases in program order: its group (the strand-0 log of two-strand
+ * modes) or its profile record (profile mode's runs). */
+typedef struct dh__arec {
+    uint64_t key;
     int nacc;                 /* -1: anything */
-    size_t off;               /* into dh__s0acc */
-} dh__s0rec_t;
+    size_t off;               /* into acc */
+} dh__arec_t;
 
-static dh__s0rec_t *dh__s0log;  /* lock */
-static size_t dh__s0n, dh__s0cap;
-static dh_op_access_t *dh__s0acc; /* lock */
-static size_t dh__s0accn, dh__s0acccap;
+typedef struct dh__alog {
+    dh__arec_t *rec;
+    size_t n, cap;
+    dh_op_access_t *acc;
+    size_t accn, acccap;
+    uint64_t last;            /* key of the latest op, +1; 0 when none */
+} dh__alog_t;
 
-static uint64_t dh__s0last;       /* lock: group of the region's latest strand-0 op, +1 */
+static void dh__alog_reset(dh__alog_t *l) { l->n = l->accn = l->last = 0; }
 
-static void dh__s0log_reset(void) { dh__s0n = dh__s0accn = dh__s0last = 0; }
-
-static void dh__s0log_add(const dh_op_t *op)
+static void dh__alog_add(dh__alog_t *l, const dh_op_t *op, uint64_t key)
 {
-    if (op->group + 1 > dh__s0last)
-        dh__s0last = op->group + 1;
+    if (key + 1 > l->last)
+        l->last = key + 1;
     if (op->nacc == 0)
         return;
     size_t need = op->nacc > 0 ? (size_t)op->nacc : 0;
-    if (dh__s0n == dh__s0cap) {
-        size_t cap = dh__s0cap ? dh__s0cap * 2 : 1024;
-        dh__s0rec_t *g = realloc(dh__s0log, cap * sizeof *g);
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 1024;
+        dh__arec_t *g = realloc(l->rec, cap * sizeof *g);
         if (!g)
             goto full;
-        dh__s0log = g;
-        dh__s0cap = cap;
+        l->rec = g;
+        l->cap = cap;
     }
-    if (dh__s0accn + need > dh__s0acccap) {
-        size_t cap = dh__s0acccap ? dh__s0acccap * 2 : 4096;
-        while (cap < dh__s0accn + need)
+    if (l->accn + need > l->acccap) {
+        size_t cap = l->acccap ? l->acccap * 2 : 4096;
+        while (cap < l->accn + need)
             cap *= 2;
-        dh_op_access_t *g = realloc(dh__s0acc, cap * sizeof *g);
+        dh_op_access_t *g = realloc(l->acc, cap * sizeof *g);
         if (!g)
             goto full;
-        dh__s0acc = g;
-        dh__s0acccap = cap;
+        l->acc = g;
+        l->acccap = cap;
     }
-    dh__s0log[dh__s0n++] = (dh__s0rec_t){op->group, op->nacc, dh__s0accn};
+    l->rec[l->n++] = (dh__arec_t){key, op->nacc, l->accn};
     if (need)
-        memcpy(dh__s0acc + dh__s0accn, op->acc, need * sizeof *op->acc);
-    dh__s0accn += need;
+        memcpy(l->acc + l->accn, op->acc, need * sizeof *op->acc);
+    l->accn += need;
     return;
 full:
-    /* No memory to remember it: the region's later strand-1 ops wait for all of it. */
-    if (dh__s0n > 0) {
-        dh__s0log[dh__s0n - 1].nacc = -1;
-        dh__s0log[dh__s0n - 1].group = op->group;
+    /* No memory to remember it: later ops conflict with the last record. */
+    if (l->n > 0) {
+        l->rec[l->n - 1].nacc = -1;
+        l->rec[l->n - 1].key = key;
     }
 }
+
+/* The latest key above floor of a record op conflicts with, or floor when none. Keys
+ * never decrease, so the search runs from the end. */
+static int64_t dh__alog_conflict(const dh__alog_t *l, const dh_op_t *op, int64_t floor,
+                                 uint64_t young)
+{
+    for (size_t k = l->n; k-- > 0;) {
+        const dh__arec_t *r = &l->rec[k];
+        if ((int64_t)r->key <= floor)
+            break;
+        if (dh__acc_conflict(l->acc + r->off, r->nacc, op->acc, op->nacc, young))
+            return (int64_t)r->key;
+    }
+    return floor;
+}
+
+static void dh__alog_free(dh__alog_t *l)
+{
+    free(l->rec);
+    free(l->acc);
+    memset(l, 0, sizeof *l);
+}
+
+/* Two strands: strand 0's ops of the current region (a plan iteration, or the work since
+ * the last synchronisation in strands mode), keyed by group. */
+static dh__alog_t dh__s0;
 
 /* Lock held. A strand-1 op must not run before a strand-0 op that precedes it in program
  * order and shares memory with it (a true dependency between the two micro-batches, such
@@ -374,23 +403,14 @@ static int64_t dh__dependency_group(const dh_op_t *op)
      * stage sends a gradient the backward just produced): whichever strand-0 op wrote it,
      * all strand-0 work so far comes first. Decided from program order alone. */
     uint64_t pair0 = dh_tracker_pair_stamp();
-    if (dh__s0last > 0 && pair0 && (int64_t)dh__s0last - 1 > need)
+    if (dh__s0.last > 0 && pair0 && (int64_t)dh__s0.last - 1 > need)
         for (int j = 0; j < op->nacc; j++)
             if (op->acc[j].astrand == 0 && op->acc[j].born >= pair0) {
-                need = (int64_t)dh__s0last - 1;
+                need = (int64_t)dh__s0.last - 1;
                 break;
             }
-    /* The latest conflicting record has the highest group: search from the end. */
-    for (size_t k = dh__s0n; k-- > 0;) {
-        const dh__s0rec_t *r = &dh__s0log[k];
-        if ((int64_t)r->group <= need)
-            break;
-        if (dh__acc_conflict(dh__s0acc + r->off, r->nacc, op->acc, op->nacc)) {
-            need = (int64_t)r->group;
-            break;
-        }
-    }
-    return need;
+    return dh__alog_conflict(&dh__s0, op, need,
+                             atomic_load_explicit(&dh__s.young_from, memory_order_relaxed));
 }
 
 /* ---- flushes and the work no flush covers (lock held) ---- */
@@ -463,6 +483,44 @@ static void dh__unc_add(const dh_op_t *op)
     /* else: counted until the next flush, which comes sooner for it */
 }
 
+/* ---- profile mode: what each op must follow (lock held) ----
+ * A run is a maximal stretch of one thread's ops (a phase: a forward on the main thread, a
+ * backward on the autograd thread). Each op gets the latest op of the previous run that it
+ * must follow by plan mode's rules (dh__dependency_group, with that run as strand 0): an
+ * event record it waits for, memory that run allocated, memory one of its ops wrote. The
+ * planner keeps the op behind it (docs/plan-format.md, "dep"). */
+static dh__alog_t dh__prun[2];      /* the previous [0] and the current [1] run, by record */
+static int dh__prun_thread = -1;
+static uint64_t dh__prun_no;        /* runs so far */
+static uint64_t dh__prun_stamp[2];  /* allocation stamp at the first op of each */
+
+static int64_t dh__prof_dep(const dh_op_t *op)
+{
+    if (op->thread != dh__prun_thread) {
+        dh__alog_t t = dh__prun[0];
+        dh__prun[0] = dh__prun[1];
+        dh__prun[1] = t;
+        dh__alog_reset(&dh__prun[1]);
+        dh__prun_stamp[0] = dh__prun_stamp[1];
+        dh__prun_stamp[1] = dh_sched_stamp();
+        dh__prun_thread = op->thread;
+        dh__prun_no++;
+    }
+    const dh__alog_t *prev = &dh__prun[0];
+    int64_t need = -1;
+    if (op->kind == DH_OP_EVENT_WAIT) {
+        const dh_evinst_t *i = op->shim_event;
+        if (i->rec_run && i->rec_run + 1 == dh__prun_no)
+            need = (int64_t)i->rec_group;
+    }
+    if (op->nacc == 0 || prev->last == 0)
+        return need;
+    for (int j = 0; j < op->nacc && (int64_t)prev->last - 1 > need; j++)
+        if (op->acc[j].born >= dh__prun_stamp[0] && op->acc[j].born < dh__prun_stamp[1])
+            need = (int64_t)prev->last - 1;
+    return dh__alog_conflict(prev, op, need, dh__prun_stamp[0]);
+}
+
 int dh_sched_submit(dh_op_t *op)
 {
     /* Registered after the device library initialised (it has, since work is being
@@ -489,7 +547,7 @@ int dh_sched_submit(dh_op_t *op)
     uint64_t release0 = dh__s.release;
     dh__assign_strand(op, &d, &flush);
     if (dh__s.mode == DH_MODE_PLAN && dh_tracker_new_iteration())
-        dh__s0log_reset();
+        dh__alog_reset(&dh__s0);
     if (op->strand == 1) {
         int64_t need = dh__dependency_group(op);
         /* A group below the release mark may already be issued on this rank and not yet on
@@ -514,9 +572,18 @@ int dh_sched_submit(dh_op_t *op)
         i->rec_group = op->group;
     }
     if (op->strand == 0 && dh__two_strands(dh__s.mode))
-        dh__s0log_add(op);
-    if (dh__s.mode == DH_MODE_PROFILE)
-        op->prof = dh_prof_record(op, &d, mem, dh__stream_ordinal(op->stream));
+        dh__alog_add(&dh__s0, op, op->group);
+    if (dh__s.mode == DH_MODE_PROFILE) {
+        op->prof = dh_prof_record(op, &d, mem, dh__stream_ordinal(op->stream), dh__prof_dep(op));
+        if (op->prof) {
+            dh__alog_add(&dh__prun[1], op, op->prof - 1);
+            if (op->kind == DH_OP_EVENT_RECORD) {
+                dh_evinst_t *i = op->shim_event;
+                i->rec_group = op->prof - 1;
+                i->rec_run = dh__prun_no;
+            }
+        }
+    }
     op->seq = dh__s.next_seq++;
     atomic_store_explicit(&dh__s.stamp, dh__s.next_seq, memory_order_relaxed);
     op->next = NULL;
@@ -622,7 +689,7 @@ int dh_sched_drain(dh_drain_reason_t why)
         else if (dh__s.mode == DH_MODE_PLAN)
             dh_tracker_sync();
         else if (dh__s.mode == DH_MODE_STRANDS)
-            dh__s0log_reset(); /* everything before is issued, in program order */
+            dh__alog_reset(&dh__s0); /* everything before is issued, in program order */
     }
     uint64_t target = dh__s.next_seq;
     dh__flush_to(target);
@@ -775,6 +842,9 @@ void dh_sched_fini(void)
     dh__s.started = 0;
     pthread_mutex_unlock(&dh__s.lock);
     pthread_mutex_lock(&dh__s.lock);
+    dh__alog_free(&dh__s0);
+    dh__alog_free(&dh__prun[0]);
+    dh__alog_free(&dh__prun[1]);
     free(dh__s.unc);
     dh__s.unc = NULL;
     dh__s.unc_cap = 0;

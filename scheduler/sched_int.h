@@ -28,8 +28,10 @@ typedef struct dh_evinst {
     int refs;                /* lock: event table's latest + pending record + pending waits */
     int recorded;            /* lock: its record has been replayed */
     int batched;             /* lock: its record is ahead in the dispatcher's batch */
-    int rec_strand;          /* lock: strand and group of its record op */
+    int rec_strand;          /* lock: strand and group of its record op (profile mode: its
+                                record number, and the run, in rec_run) */
     uint64_t rec_group;
+    uint64_t rec_run;        /* lock: profile mode, the run of its record (sched.c), 0 none */
     struct dh_evinst *next_free;
 } dh_evinst_t;
 

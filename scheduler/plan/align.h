@@ -35,6 +35,9 @@
  * least G more than its solo-time sum: a pair whose optimum is not below the serial time is
  * better left unpaired (one strand-a group). With G = 0 this is the recurrence above.
  *
+ * Dependencies (params b_need): a B op that depends on A's op i may only run once A's
+ * first i + 1 ops are done: in a solo-b step or a pair step that starts past them.
+ *
  * Legality (a pair that breaks one is never chosen):
  *   - both segments use the same communicator (NCCL needs one order per communicator; an
  *     op of class comm with comm index -1, a kernel classified as comm or an emulated
@@ -125,6 +128,11 @@ typedef struct dh_align_params {
      * on both sides, so checking each step's end state keeps the whole order. */
     const dh_align_order_t *orders;
     int norders;
+    /* Optional, nb entries: how many of A's ops must be done before B's op j starts (it
+     * waits for an event of A's, or touches memory A made or wrote; the runtime moves it
+     * behind them, scheduler/sched.c). A step that holds B's op j then starts at a state
+     * (i, .) with i >= need[j'] for every j' <= j (B's ops keep their order). NULL: none. */
+    const size_t *b_need;
 } dh_align_params_t;
 
 /* One group of the optimal path. Ranges are op ranges relative to A and B (whole units

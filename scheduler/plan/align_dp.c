@@ -36,6 +36,7 @@ typedef struct dh__dp {
     double *uta, *utb;          /* solo time of each unit */
     double *umA, *umB;          /* largest prefix sum a unit's solo step passes through */
     double *memA0, *umA0;       /* memA and umA with nothing held: A's leading solo steps */
+    size_t *jlim;               /* na+1: the last j a step may reach from row i (b_need) */
     uint64_t *usA, *usB;        /* sig of each unit's longest op (measured pairs) */
     dh__seg_t *segA, *segB;     /* [(end - 1) * L + (len - 1)] */
     /* B's segments ending at j with length l2, at [(l2 - 1) * w + j]. */
@@ -235,7 +236,7 @@ static void dh__pair_pass(dh__dp_t *d, size_t i, int l1, int l2, const dh__seg_t
     const int acc = sa->commcopy | d->cc_ok;
     dh__pass_t ps = {sa->t, sa->v[0], sa->v[1], sa->v[2], sa->memmax, d->G, d->base,
                      d->nobound ? INFINITY : d->bound, 1 + (l1 - 1) * d->L + (l2 - 1)};
-    dh__pair_loop((size_t)l2, d->nb, &ps, dh__row(d, i - (size_t)l1), d->bt + base,
+    dh__pair_loop((size_t)l2, d->jlim[i - (size_t)l1], &ps, dh__row(d, i - (size_t)l1), d->bt + base,
                   d->bg0 + base, d->bg1 + base, d->bg2 + base, d->bmem + base,
                   d->pen + (size_t)sa->mclass * (size_t)d->L * d->w + base,
                   (acc ? d->zeros : d->ccpen) + base, d->pbest, d->phow);
@@ -247,7 +248,7 @@ static void dh__pair_pass_masks(dh__dp_t *d, size_t i, int l1, int l2, const dh_
     const double *prev = dh__row(d, i - (size_t)l1);
     size_t base = (size_t)(l2 - 1) * d->w;
     const int acc = sa->commcopy | d->cc_ok;
-    for (size_t j = (size_t)l2; j <= d->nb; j++) {
+    for (size_t j = (size_t)l2; j <= d->jlim[i - (size_t)l1]; j++) {
         size_t k = base + j;
         if (!d->bok[k] || (sa->comms & d->bmask[k]) || !(acc | d->bcc[k]) ||
             !dh__fits(d, sa->memmax + d->bmem[k]))
@@ -267,7 +268,7 @@ static void dh__pair_pass_masks(dh__dp_t *d, size_t i, int l1, int l2, const dh_
 static void dh__pair_pass_measured(dh__dp_t *d, size_t i, const dh__seg_t *sa)
 {
     const double *prev = dh__row(d, i - 1);
-    for (size_t j = 1; j <= d->nb; j++) {
+    for (size_t j = 1; j <= d->jlim[i - 1]; j++) {
         const dh__seg_t *sb = &d->segB[(j - 1) * (size_t)d->L];
         if (sb->bad || (sa->comms & sb->comms) || !dh__fits(d, sa->memmax + sb->memmax))
             continue;
@@ -346,7 +347,7 @@ static void dh__fill_row(dh__dp_t *d, size_t i)
         } else if (!dh__fits(d, (j ? d->memA : d->memA0)[i] + d->memB[j]) ||
                    !dh__ord_ok(d->ord, d->nord, d->ca[i], d->cb[j])) {
             ta = tp = INFINITY;
-        } else if (j > 0 && dh__fits(d, d->memA[i] + d->umB[j - 1])) {
+        } else if (j > 0 && j <= d->jlim[i] && dh__fits(d, d->memA[i] + d->umB[j - 1])) {
             tb = dh__pick(Ta[j - 1] + G, Tb[j - 1], Tp[j - 1] + G, &lb) + d->utb[j - 1];
         }
         Ta[j] = ta;
@@ -467,7 +468,7 @@ static dh_status_t dh__trace(const dh__dp_t *d, dh_align_result_t *r)
 static void dh__dp_free(dh__dp_t *d)
 {
     void *all[] = {d->ca, d->cb, d->memA, d->memB, d->uta, d->utb, d->umA, d->umB, d->usA,
-                   d->memA0, d->umA0, d->usB, d->segA, d->segB, d->bt, d->bg0, d->bg1, d->bg2, d->bmem, d->bmask,
+                   d->memA0, d->umA0, d->jlim, d->usB, d->segA, d->segB, d->bt, d->bg0, d->bg1, d->bg2, d->bmem, d->bmask,
                    d->bok, d->bcc, d->pen, d->ccpen, d->zeros, d->ring, d->lay, d->pbest,
                    d->phow, d->how, d->from};
     for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++)
@@ -485,6 +486,7 @@ static dh_status_t dh__dp_alloc(dh__dp_t *d)
     d->umB = malloc(w * sizeof(double));
     d->memA0 = malloc(na1 * sizeof(double));
     d->umA0 = malloc(na1 * sizeof(double));
+    d->jlim = malloc(na1 * sizeof(size_t));
     d->usA = calloc(na1, sizeof(uint64_t));
     d->usB = calloc(w, sizeof(uint64_t));
     d->segA = malloc((d->na ? d->na : 1) * L * sizeof(dh__seg_t));
@@ -505,7 +507,7 @@ static dh_status_t dh__dp_alloc(dh__dp_t *d)
     d->from = malloc(na1 * w);
     d->ccpen = malloc(soa * sizeof(double));
     d->zeros = calloc(soa, sizeof(double));
-    void *all[] = {d->memA, d->memB, d->uta, d->utb, d->umA, d->umB, d->memA0, d->umA0,
+    void *all[] = {d->memA, d->memB, d->uta, d->utb, d->umA, d->umB, d->memA0, d->umA0, d->jlim,
                    d->usA, d->usB, d->segA,
                    d->segB, d->bt, d->bg0, d->bg1, d->bg2, d->bmem, d->bmask, d->bok, d->bcc,
                    d->ccpen, d->zeros, d->ring, d->lay, d->pbest, d->phow, d->how, d->from};
@@ -562,6 +564,24 @@ static dh_status_t dh__setup(dh__dp_t *d, const dh_align_params_t *p)
         maxB = at > maxB ? at : maxB;
     }
     d->base = maxA > endA + maxB ? maxA : endA + maxB;
+    /* jlim[i]: B's units whose ops (and every earlier one's) need at most A's units [0, i). */
+    size_t need_u = 0, j = 0;
+    for (size_t i = 0; i <= d->na; i++) {
+        while (j < d->nb) {
+            size_t need = 0;
+            if (p->b_need)
+                for (size_t k = d->cb[j]; k < d->cb[j + 1]; k++)
+                    need = p->b_need[k] > need ? p->b_need[k] : need;
+            size_t u = need_u;
+            while (u < d->na && d->ca[u] < need)
+                u++;
+            if (u > i)
+                break;
+            need_u = u;
+            j++;
+        }
+        d->jlim[i] = j;
+    }
     dh__masks(d);
     size_t npen = d->nmasks > 0 ? (size_t)d->nmasks : 1;
     if ((d->pen = malloc(npen * (size_t)d->L * d->w * sizeof(double))) == NULL)

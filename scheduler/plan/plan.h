@@ -67,6 +67,9 @@ typedef struct dh_prof_op {
                                        since its previous op (>= 0), or, for FREE ops, minus
                                        the bytes freed */
     int sync_before;                /* 1: the host synchronised (a drain) right before it */
+    int64_t dep1;                   /* 1 + the index of the latest op of the previous run of
+                                       another thread this one must follow (an event it
+                                       waits for, memory that run made or wrote); 0 none */
 } dh_prof_op_t;
 
 typedef struct dh_profile {

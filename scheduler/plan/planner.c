@@ -294,7 +294,33 @@ typedef struct dh__pairdp {
     size_t na, nb;
     size_t *cuta, *cutb, nua, nub;
     int serial_ok;                  /* the serial schedule keeps the orders it follows */
+    size_t *need;                   /* [nb]: A's ops each B op must follow (align.h), or NULL */
 } dh__pairdp_t;
+
+/* For F phase k+1 after B phase k: how many of B's ops each F op must follow, from the
+ * profile's dependencies (docs/plan-format.md, "dep"); *out NULL when none. */
+static dh_status_t dh__pair_need(const dh__pl_t *pl, const dh__sect_t *x,
+                                 const dh_plan_section_t *s, int k, size_t **out)
+{
+    const dh__tmpl_t *t = &pl->tmpl[x->members[0]];
+    const dh_plan_phase_t *pb = &s->phases[k], *pf = &s->phases[k + 1];
+    size_t *need = NULL;
+    for (size_t j = 0; j < pf->n; j++) {
+        int64_t d1 = t->ops[pf->first + j].dep1;
+        if (d1 <= 0)
+            continue;
+        /* the template's op index of the dependency */
+        int64_t dt = d1 - 1 - (int64_t)t->it.first;
+        if (dt < (int64_t)pb->first)
+            continue;   /* done before the pair starts */
+        size_t n = dt >= (int64_t)(pb->first + pb->n) ? pb->n : (size_t)dt - pb->first + 1;
+        if (need == NULL && (need = calloc(pf->n, sizeof *need)) == NULL)
+            return DH_ERR_NOMEM;
+        need[j] = n;
+    }
+    *out = need;
+    return DH_OK;
+}
 
 /* Runs the DP of one pair, following the orders of collectives earlier sections chose. */
 static dh_status_t dh__run_dp(const dh__pl_t *pl, const dh__sect_t *x, int pair, dh__pairdp_t *q,
@@ -307,7 +333,7 @@ static dh_status_t dh__run_dp(const dh__pl_t *pl, const dh__sect_t *x, int pair,
                              .max_extra_mem = pl->o->max_extra_mem_bytes,
                              .group_cost_us = pl->o->group_cost_us,
                              .a_cuts = q->cuta, .a_nunits = q->nua,
-                             .b_cuts = q->cutb, .b_nunits = q->nub};
+                             .b_cuts = q->cutb, .b_nunits = q->nub, .b_need = q->need};
     dh_align_order_t *orders = NULL;
     uint8_t *seq = NULL;
     if (x->ord != NULL)
@@ -362,9 +388,12 @@ static dh_status_t dh__align_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sec
                                   dh__groups_t *gs, int k, int sec, int pair)
 {
     const dh_plan_phase_t *pb = &s->phases[k], *pf = &s->phases[k + 1];
-    dh__pairdp_t q = {x->aops + pb->first, x->aops + pf->first, pb->n, pf->n, NULL, NULL, 0, 0, 1};
+    dh__pairdp_t q = {x->aops + pb->first, x->aops + pf->first, pb->n, pf->n, NULL, NULL, 0, 0, 1,
+                      NULL};
     dh_align_result_t r = {0};
-    dh_status_t st = dh__units(pl, q.a, q.na, &q.cuta, &q.nua);
+    dh_status_t st = dh__pair_need(pl, x, s, k, &q.need);
+    if (st == DH_OK)
+        st = dh__units(pl, q.a, q.na, &q.cuta, &q.nua);
     if (st == DH_OK)
         st = dh__units(pl, q.b, q.nb, &q.cutb, &q.nub);
     if (st == DH_OK)
@@ -384,6 +413,7 @@ static dh_status_t dh__align_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sec
     dh_align_result_free(&r);
     free(q.cuta);
     free(q.cutb);
+    free(q.need);
     return st;
 }
 

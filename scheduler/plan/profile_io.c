@@ -68,6 +68,8 @@ static dh_status_t dh__op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_
     op->mem = (int64_t)v;
     DH_CHECK(dh__jint(r, o, &here, "sync", 0, 0, 0, 1, &v));
     op->sync_before = (int)v;
+    DH_CHECK(dh__jint(r, o, &here, "dep", 0, -1, -1, (long long)i - 1, &v));
+    op->dep1 = (int64_t)v + 1;
     /* Negative times of any size mean "unknown"; one spelling keeps the planner simple. */
     if (op->us < 0)
         op->us = -1;
@@ -184,7 +186,10 @@ static void dh__op_json(dh_strbuf_t *b, const dh_prof_op_t *op)
     dh__json_num(b, op->us);
     dh_strbuf_puts(b, ", \"start_us\": ");
     dh__json_num(b, op->start_us);
-    dh_strbuf_printf(b, ", \"mem\": %lld, \"sync\": %d}", (long long)op->mem, op->sync_before);
+    dh_strbuf_printf(b, ", \"mem\": %lld, \"sync\": %d", (long long)op->mem, op->sync_before);
+    if (op->dep1 > 0)
+        dh_strbuf_printf(b, ", \"dep\": %lld", (long long)op->dep1 - 1);
+    dh_strbuf_puts(b, "}");
 }
 
 static void dh__profile_json(dh_strbuf_t *b, const dh_profile_t *p)

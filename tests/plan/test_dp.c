@@ -35,6 +35,8 @@ typedef struct ref {
     double bound, G;
     double eff[3][3];
     double memA[BIGN + 1], memB[BIGN + 1], base;
+    size_t needB[BIGN + 1];   /* A's ops that B's op j and every earlier one need done (b_need,
+                                 running maximum); needB[nb] unused */
     double heldA[BIGN + 1];   /* memA as the runtime holds it: all of A's allocations made,
                                  its frees up to i applied (align.h, "Memory") */
     const dh_align_order_t *orders;
@@ -161,6 +163,12 @@ static double unit_us(const dh_align_op_t *ops, const size_t *cut, size_t u)
     return t;
 }
 
+/* Dependencies: a step that holds B's ops up to (not including) j1 starts at A's op i. */
+static int ref_deps_ok(const ref_t *r, size_t i, size_t j1)
+{
+    return j1 == 0 || r->needB[j1 - 1] <= i;
+}
+
 /* A solo step of unit u of A at B's unit boundary v: every op state it passes is allowed. */
 static int ref_solo_a_ok(const ref_t *r, size_t u, size_t v)
 {
@@ -172,6 +180,8 @@ static int ref_solo_a_ok(const ref_t *r, size_t u, size_t v)
 
 static int ref_solo_b_ok(const ref_t *r, size_t u, size_t v)
 {
+    if (!ref_deps_ok(r, r->ca[u], r->cb[v + 1]))
+        return 0;
     for (size_t j = r->cb[v] + 1; j <= r->cb[v + 1]; j++)
         if (!ref_state_ok(r, r->ca[u], j))
             return 0;
@@ -183,7 +193,7 @@ static int ref_solo_b_ok(const ref_t *r, size_t u, size_t v)
 static double ref_unit_pair(const ref_t *r, size_t u, size_t l1, size_t v, size_t l2)
 {
     size_t i0 = r->ca[u], i1 = r->ca[u + l1], j0 = r->cb[v], j1 = r->cb[v + l2];
-    if (!ref_rect_ok(r, i0, i1, j0, j1))
+    if (!ref_deps_ok(r, i0, j1) || !ref_rect_ok(r, i0, i1, j0, j1))
         return INFINITY;
     return ref_pair(r, r->a + i0, i1 - i0, r->b + j0, j1 - j0);
 }
@@ -242,6 +252,10 @@ static void ref_init(ref_t *r, const dh_align_op_t *a, size_t na, const dh_align
     for (size_t i = 0; i < na; i++) {
         r->memA[i + 1] = r->memA[i] + (double)a[i].mem;
         alloc_a += a[i].mem > 0 ? (double)a[i].mem : 0;
+    }
+    for (size_t j = 0; j < nb; j++) {
+        size_t n = p->b_need ? p->b_need[j] : 0;
+        r->needB[j] = j > 0 && r->needB[j - 1] > n ? r->needB[j - 1] : n;
     }
     r->heldA[0] = alloc_a;
     for (size_t i = 0; i < na; i++)
@@ -365,6 +379,9 @@ static void check_path(const ref_t *r, const dh_align_result_t *res)
         if (kind == LAST_P || kind != last)
             over += r->G;
         last = kind;
+        if (s->b_n && !ref_deps_ok(r, i, j + s->b_n))
+            fail_msg("step %zu holds B's ops to %zu before A's first %zu are done", k,
+                     j + s->b_n, r->needB[j + s->b_n - 1]);
         if (s->paired) {
             assert_true(u1 - u0 >= 1 && u1 - u0 <= r->L && v1 - v0 >= 1 && v1 - v0 <= r->L);
             assert_true(ref_rect_ok(r, i, i + s->a_n, j, j + s->b_n));
@@ -402,10 +419,18 @@ static void check_path(const ref_t *r, const dh_align_result_t *res)
         fail_msg("the path's extra memory is %.17g, the DP says %.17g", extra, res->extra_mem);
 }
 
+/* Dependencies of B's ops on A's: most none, some on a random prefix of A. */
+static void random_need(size_t na, size_t nb, size_t *need)
+{
+    for (size_t j = 0; j < nb; j++)
+        need[j] = rnd(3) == 0 ? rnd(na + 1) : 0;
+}
+
 static void test_random_against_brute_force(void **state)
 {
     (void)state;
     long paths = 0, paired = 0, improved = 0, ordered = 0, infeasible = 0, units = 0, costly = 0;
+    long deps = 0;
     for (int inst = 0; inst < NINST; inst++) {
         rng_state = 0x9e3779b97f4a7c15ull * (uint64_t)(inst + 1);
         dh_align_op_t a[MAXN], b[MAXN];
@@ -423,6 +448,12 @@ static void test_random_against_brute_force(void **state)
         p.b_cuts = random_units(b, nb, cutb, &p.b_nunits);
         units += p.a_cuts != NULL || p.b_cuts != NULL;
         costly += p.group_cost_us > 0;
+        size_t need[MAXN];
+        if (inst % 4 == 1 && nb > 0) {
+            random_need(na, nb, need);
+            p.b_need = need;
+            deps++;
+        }
         dh_align_order_t orders[4];
         uint8_t seq[4][2 * MAXN];
         if (inst % 3 == 2) {
@@ -465,9 +496,10 @@ static void test_random_against_brute_force(void **state)
         improved += res.cost_us < res.serial_us - 1e-9;
         dh_align_result_free(&res);
     }
-    printf("plan.dp: %d instances (%ld with units, %ld with a group cost), %ld paths "
-           "enumerated; %ld with pairs, %ld faster than serial, %ld with orders of collectives "
-           "(%ld of them infeasible)\n", NINST, units, costly, paths, paired, improved, ordered,
+    printf("plan.dp: %d instances (%ld with units, %ld with a group cost, %ld with "
+           "dependencies), %ld paths enumerated; %ld with pairs, %ld faster than serial, %ld "
+           "with orders of collectives (%ld of them infeasible)\n", NINST, units, costly, deps,
+           paths, paired, improved, ordered,
            infeasible);
     /* A generator that never exercised pairs would make the comparison hollow. */
     assert_true(paired > NINST / 4);
@@ -540,6 +572,11 @@ static void test_larger_against_recurrence(void **state)
         size_t cuta[BIGN + 1], cutb[BIGN + 1];
         p.a_cuts = random_units(a, na, cuta, &p.a_nunits);
         p.b_cuts = random_units(b, nb, cutb, &p.b_nunits);
+        size_t need[BIGN];
+        if (inst % 2 == 1) {
+            random_need(na, nb, need);
+            p.b_need = need;
+        }
         ref_t r;
         ref_init(&r, a, na, b, nb, &m, &p);
         double want = ref_dp(&r);

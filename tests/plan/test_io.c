@@ -167,6 +167,7 @@ static void test_profile_round_trip(void **state)
     p->ops[3].us = 0.1;          /* a time that needs 17 digits */
     p->ops[4].mem = -(1ll << 40);
     snprintf(p->ops[5].name, sizeof(p->ops[5].name), "quote \" backslash \\ tab \t é");
+    p->ops[6].dep1 = 2;          /* follows op 1 */
     char err[512];
     const char *path = tmp_path("prof.json");
     assert_int_equal(dh_profile_save(p, path, err, sizeof(err)), DH_OK);
@@ -192,6 +193,7 @@ static void test_profile_round_trip(void **state)
         assert_int_equal(a->comm, b->comm);
         assert_int_equal(a->mem, b->mem);
         assert_int_equal(a->sync_before, b->sync_before);
+        assert_int_equal(a->dep1, b->dep1);
         SAME_NUM(a->us, b->us);
         SAME_NUM(a->start_us, b->start_us);
         SAME_NUM(a->flops, b->flops);
@@ -333,6 +335,10 @@ static void test_bad_profiles(void **state)
         {"{\"format\": \"dhelix-profile\", \"version\": 1, \"ops\": [{\"t\": 0, \"k\": \"K\", "
          "\"c\": \"compute\", \"sig\": \"000000000000001\"}]}",
          "prof.json: ops[0].sig is not 16 hex digits"},
+        /* a dependency must point to an earlier op */
+        {"{\"format\": \"dhelix-profile\", \"version\": 1, \"ops\": [{\"t\": 0, \"k\": \"K\", "
+         "\"c\": \"compute\", \"sig\": \"0000000000000001\", \"dep\": 0}]}",
+         "prof.json: ops[0].dep is 0, expected -1..-1"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         dh_status_t st = dh_profile_parse(cases[i].text, strlen(cases[i].text), "prof.json", &p,

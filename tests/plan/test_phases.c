@@ -585,6 +585,43 @@ static int paired_groups(const dh_plan_section_t *sec)
     return n;
 }
 
+/* The last pipeline stage: its forward starts with the transfer that sends the backward's
+ * gradient (Megatron's send_backward_recv_forward), so every forward op depends on all of
+ * the backward before it ("dep" in the profile). Nothing of the two can overlap: the pairs
+ * go, and the prediction is the baseline. With the dependency on the backward's first op
+ * only, the rest of the backward may still run beside the forward. */
+static void test_dependencies_unpair(void **state)
+{
+    (void)state;
+    dh_synth_t s = base();
+    s.moe_sync_mb = -1;
+    for (int variant = 0; variant < 3; variant++) {
+        dh_profile_t *p = dh_synth_profile(&s);
+        /* Each forward's first op after a backward depends on that backward's last (or
+         * first) op. */
+        size_t bfirst = 0;
+        for (size_t i = 1; i < p->nops && variant > 0; i++) {
+            if (p->ops[i].thread == 1 && p->ops[i - 1].thread != 1)
+                bfirst = i;
+            if (p->ops[i].thread == 0 && p->ops[i - 1].thread == 1)
+                p->ops[i].dep1 = (int64_t)(variant == 1 ? i - 1 : bfirst) + 1;
+        }
+        const dh_profile_t *ps[] = {p};
+        warns_t w = {0};
+        dh_plan_t *plan = build(ps, 1, &w, 3);
+        const dh_plan_section_t *sec = &plan->sections[0];
+        int pg = paired_groups(sec);
+        double saved = sec->baseline_us - sec->si_us;
+        if (variant == 1 && (pg != 0 || fabs(saved) > 1e-9))
+            fail_msg("forwards that need all of the backward: %d paired groups, %.1f us saved",
+                     pg, saved);
+        if (variant != 1 && (pg == 0 || !(saved > 0)))
+            fail_msg("variant %d: %d paired groups, %.1f us saved", variant, pg, saved);
+        dh_plan_free(plan);
+        dh_profile_free(p);
+    }
+}
+
 static void test_emulated_comm_pairs(void **state)
 {
     (void)state;
@@ -668,6 +705,7 @@ int main(void)
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_pipeline_waits_are_not_hidden),
         cmocka_unit_test(test_emulated_comm_pairs),
+        cmocka_unit_test(test_dependencies_unpair),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
