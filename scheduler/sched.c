@@ -623,9 +623,13 @@ int dh_sched_submit(dh_op_t *op)
         pthread_cond_signal(&dh__s.work);
     /* Past the limits the framework thread also waits until the dispatcher is back under
      * them: issuing without pairing alone does not bound what a faster producer queues. */
+    /* Frees the dispatcher may issue but has not yet keep memory from reuse for nothing
+     * but its lag: past DHELIX_MAX_UNISSUED_FREE_BYTES the program waits for it too (the
+     * order does not change, only when the program gets on). */
     while (dh__s.started && !dh__s.stop &&
            (dh__s.held > (uint64_t)cfg->max_queued_ops ||
-            dh__s.held_free_bytes > (uint64_t)cfg->max_deferred_free_bytes) &&
+            dh__s.held_free_bytes > (uint64_t)cfg->max_deferred_free_bytes ||
+            dh__s.held_free_bytes > dh__s.unc_bytes + (uint64_t)cfg->max_unissued_free_bytes) &&
            dh__s.low_water < dh__s.next_seq) {
         dh__s.stats.lag_waits++;
         pthread_cond_wait(&dh__s.done, &dh__s.lock);

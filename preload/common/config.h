@@ -155,8 +155,14 @@ typedef enum dh_cfg_kind {
       "this many operations are not issued yet.")                                           \
     X(MAX_DEFERRED_FREE_BYTES, max_deferred_free_bytes, BYTES, "2G", NULL, 0,               \
       17592186044416LL,                                                                     \
-      "Most device memory held by frees the scheduler has deferred; past it the "           \
-      "dispatcher issues without pairing and the program waits until it is back under.")                                                 \
+      "Most device memory held by deferred frees in groups the plan has not completed yet " \
+      "(held back for pairing); past it they are issued without pairing. The program also " \
+      "waits while more than this is held by deferred frees in all.")                       \
+    X(MAX_UNISSUED_FREE_BYTES, max_unissued_free_bytes, BYTES, "256M", NULL, 0,             \
+      17592186044416LL,                                                                     \
+      "Most device memory held by deferred frees the dispatcher may already issue (their "  \
+      "group is complete) but has not yet; past it the program waits for the dispatcher. " \
+      "Lower trades host waiting for device memory; the order of work does not change.")  \
     X(TEST_BREAK, test_break, STR, "", "empty or a comma list of rule names", 0, 0,         \
       "Test only: disables the named deep copies or drain rules so tests can show each is " \
       "load-bearing (see scheduler/breaks.h). Never set it in production.")                 \

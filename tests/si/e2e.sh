@@ -25,7 +25,9 @@
 #       three plan runs whose dispatchers sleep at random (DHELIX_TEST_DISPATCH_JITTER), so
 #       each rank falls behind at different points: what is issued, and in what order, must
 #       depend on the program alone, or two ranks call one communicator's collectives in
-#       different orders (the vgpu reports a mismatch) and the losses differ
+#       different orders (the vgpu reports a mismatch) and the losses differ; the third
+#       with DHELIX_MAX_UNISSUED_FREE_BYTES=0, so the program also waits for the dispatcher
+#       at every free (lag_waits > 0 on every rank), which must change nothing either
 # Everything goes under $SI_WORK (default $DH_BUILD_DIR/si/SCENARIO, DH_BUILD_DIR default
 # build/): per run NAME.cmd (the command), NAME.out (stdout, the JSON summary), NAME.err,
 # NAME.rc. On failure it prints which check failed, the paths and the stderr tails.
@@ -305,11 +307,15 @@ scenario_jitter() {
   run_ok base || return
   profile prof "$n" -- "${args[@]}" || return
   make_plan prof || return
+  local wait
   for k in 1 2 3; do
+    wait=()
+    [ $k = 3 ] && wait=(DHELIX_MAX_UNISSUED_FREE_BYTES=0)
     # shellcheck disable=SC2046
-    wl_run si$k "$n" DHELIX_TEST_DISPATCH_JITTER=300 $(si_env "$work/plan.json" si$k) -- "${args[@]}"
+    wl_run si$k "$n" DHELIX_TEST_DISPATCH_JITTER=300 "${wait[@]}" $(si_env "$work/plan.json" si$k) -- "${args[@]}"
     run_ok si$k base || continue
     plan_stats si$k "$n" && stat_check si$k paired_groups -gt 0
+    [ $k = 3 ] && stat_check si$k lag_waits -gt 0
   done
 }
 
