@@ -804,13 +804,15 @@ void *dh__dispatch_main(void *arg)
             kicked = 0, dh__s.kick_ms = dh__wall_ms() - DH_KICK_MS;
         if (kicked || dh__s.stop)
             dh__flush_to(dh__s.next_seq);
-        int flush = dh__s.cut_n > 0;
+        int flush = 0;
+        for (unsigned k = 0; k < dh__s.cut_n; k++)
+            flush |= dh__s.cuts[(dh__s.cut_head + k) % DH_CUTS].gend == UINT64_MAX;
         if (dh__s.mode == DH_MODE_STRANDS || dh__s.mode == DH_MODE_PLAN) {
             /* Each flush in the order the program asked for them (sched_int.h), then the
              * complete groups: what goes out, and in what order, depends on the program's
              * order alone, never on how far behind this thread is. */
             for (; dh__s.cut_n > 0; dh__s.cut_n--, dh__s.cut_head = (dh__s.cut_head + 1) % DH_CUTS)
-                dh__order_cut(&b, dh__s.cuts[dh__s.cut_head], UINT64_MAX);
+                dh__order_cut(&b, dh__s.cuts[dh__s.cut_head].lim, dh__s.cuts[dh__s.cut_head].gend);
             dh__order_cut(&b, UINT64_MAX, dh__s.release);
         } else {
             dh__s.cut_n = 0;

@@ -419,15 +419,29 @@ struct dh_unc {
     uint64_t ops, bytes;
 };
 
+static void dh__cut(uint64_t lim, uint64_t gend)
+{
+    struct dh_cut *last = dh__s.cut_n ? &dh__s.cuts[(dh__s.cut_head + dh__s.cut_n - 1) % DH_CUTS]
+                                      : NULL;
+    /* Two let-outs in a row of one group are one (the group's ops come in its order either
+     * way; two flushes are not: each issues its ops group by group). With the ring full,
+     * the newest absorbs it: a flush a little earlier than asked for on this rank. */
+    if (last && ((last->gend == gend && gend != UINT64_MAX) || dh__s.cut_n == DH_CUTS)) {
+        last->lim = lim > last->lim ? lim : last->lim;
+        last->gend = gend > last->gend ? gend : last->gend;
+        return;
+    }
+    dh__s.cuts[(dh__s.cut_head + dh__s.cut_n++) % DH_CUTS] = (struct dh_cut){lim, gend};
+}
+
+void dh__let_out(uint64_t lim, uint64_t gend) { dh__cut(lim, gend); }
+
 void dh__flush_to(uint64_t lim)
 {
     if (lim <= dh__s.flush_upto)
         return;
     dh__s.flush_upto = lim;
-    if (dh__s.cut_n == DH_CUTS)
-        dh__s.cuts[(dh__s.cut_head + DH_CUTS - 1) % DH_CUTS] = lim;
-    else
-        dh__s.cuts[(dh__s.cut_head + dh__s.cut_n++) % DH_CUTS] = lim;
+    dh__cut(lim, UINT64_MAX);
     /* Everything submitted is covered now. */
     if (dh__s.unc)
         memset(dh__s.unc, 0, dh__s.unc_cap * sizeof *dh__s.unc);
@@ -453,6 +467,17 @@ static void dh__unc_cover_below(uint64_t r)
         u->ops = u->bytes = 0;
     }
     dh__s.unc_base = r;
+}
+
+/* Group g's ops so far are covered (let out early). */
+static void dh__unc_cover_group(uint64_t g)
+{
+    if (g < dh__s.unc_base || g - dh__s.unc_base >= dh__s.unc_cap)
+        return;
+    struct dh_unc *u = &dh__s.unc[g % dh__s.unc_cap];
+    dh__s.unc_ops -= u->ops;
+    dh__s.unc_bytes -= u->bytes;
+    u->ops = u->bytes = 0;
 }
 
 static void dh__unc_add(const dh_op_t *op)
@@ -566,6 +591,12 @@ int dh_sched_submit(dh_op_t *op)
                 dh_tracker_floor((uint64_t)need);
         }
     }
+    /* A group of one strand under way with every group before it complete goes out op by
+     * op (tracker.h): nothing of the other strand can join it, and holding it would keep
+     * the device waiting for the program to finish the group. */
+    int let_out = flush == 2 && !op->after0;
+    if (flush == 2)
+        flush = 0;
     if (op->kind == DH_OP_EVENT_RECORD) {
         dh_evinst_t *i = op->shim_event;
         i->rec_strand = op->strand;
@@ -604,21 +635,38 @@ int dh_sched_submit(dh_op_t *op)
     }
     dh__unc_cover_below(dh__released());
     dh__unc_add(op);
+    if (let_out)
+        dh__unc_cover_group(op->group);
+    if (dh__s.unc_ops > dh__s.stats.max_held_back)
+        dh__s.stats.max_held_back = dh__s.unc_ops;
     /* Bounded lag: past the limits, what is held by design is issued without pairing. The
      * count is of work no flush or release covers, which program order alone decides:
      * counting what the dispatcher has not replayed yet would flush at a point that
      * depends on its speed, and on another op on each rank. */
     const dh_config_t *cfg = dh_config();
-    if (dh__s.unc_ops > (uint64_t)cfg->max_queued_ops ||
-        dh__s.unc_bytes > (uint64_t)cfg->max_deferred_free_bytes) {
+    uint64_t lim_ops = (uint64_t)cfg->max_queued_ops;
+    uint64_t lim_bytes = (uint64_t)cfg->max_deferred_free_bytes;
+    if (dh__s.mode == DH_MODE_PLAN) {
+        /* What the plan holds by design is not lag: the planner bounded its memory
+         * (max_extra_mem_bytes); past a quarter more than it planned, it is. */
+        uint64_t po, pb;
+        dh_tracker_planned_hold(&po, &pb);
+        if (po + po / 4 > lim_ops)
+            lim_ops = po + po / 4;
+        if (pb + pb / 4 > lim_bytes)
+            lim_bytes = pb + pb / 4;
+    }
+    if (dh__s.unc_ops > lim_ops || dh__s.unc_bytes > lim_bytes) {
         dh__s.stats.drains[DH_DRAIN_LAG]++;
         flush = 1;
     }
     if (flush || dh__s.mode == DH_MODE_PROFILE)
         dh__flush_to(dh__s.next_seq);
+    else if (let_out)
+        dh__let_out(dh__s.next_seq, op->group + 1);
     /* The dispatcher holds ops until a drain (stress) or until a group is complete (strands,
      * plan): waking it for every op would cost a futex call per capture for nothing. */
-    int wake = dh__s.flush_upto > dh__s.low_water || dh__s.release > release0;
+    int wake = dh__s.flush_upto > dh__s.low_water || dh__s.release > release0 || let_out;
     if (wake)
         pthread_cond_signal(&dh__s.work);
     /* Past the limits the framework thread also waits until the dispatcher is back under
@@ -627,8 +675,7 @@ int dh_sched_submit(dh_op_t *op)
      * but its lag: past DHELIX_MAX_UNISSUED_FREE_BYTES the program waits for it too (the
      * order does not change, only when the program gets on). */
     while (dh__s.started && !dh__s.stop &&
-           (dh__s.held > (uint64_t)cfg->max_queued_ops ||
-            dh__s.held_free_bytes > (uint64_t)cfg->max_deferred_free_bytes ||
+           (dh__s.held > lim_ops || dh__s.held_free_bytes > lim_bytes ||
             dh__s.held_free_bytes > dh__s.unc_bytes + (uint64_t)cfg->max_unissued_free_bytes) &&
            dh__s.low_water < dh__s.next_seq) {
         dh__s.stats.lag_waits++;

@@ -69,9 +69,11 @@ typedef struct dh_sched_state {
     uint64_t low_water;           /* lock: every op with seq < low_water has been replayed */
     uint64_t flush_upto;          /* lock: the dispatcher must replay every seq < this */
     /* Flushes not served yet, in the order they were asked for (a ring; see dh__flush_to).
-     * The dispatcher serves each in turn, ops with seq < cuts[i] group by group, and only
-     * then the groups below the release mark. */
-    uint64_t cuts[DH_CUTS];       /* lock */
+     * The dispatcher serves each in turn, ops with seq < lim and group < gend group by
+     * group, and only then the groups below the release mark. */
+    struct dh_cut {
+        uint64_t lim, gend;       /* gend UINT64_MAX: a flush; else a group let out early */
+    } cuts[DH_CUTS];              /* lock */
     unsigned cut_head, cut_n;     /* lock */
     /* What no flush and no release covers yet (held by design, not by lag): ops and
      * deferred-free bytes per group from unc_base on. Program order alone decides these,
@@ -119,6 +121,9 @@ const char *dh__plan_order(int lgroup);
 /* Asks the dispatcher to replay every op with seq < lim (after the flushes asked for
  * before). With DH_CUTS flushes pending, the newest absorbs it. */
 void dh__flush_to(uint64_t lim);
+/* Lets the dispatcher issue the ops with seq < lim of groups below gend now (the program's
+ * single-strand group under way, every group before it complete). */
+void dh__let_out(uint64_t lim, uint64_t gend);
 void dh__inst_unref(dh_evinst_t *inst);
 void dh__fallback(const char *why);  /* lock NOT held */
 uint64_t dh__wall_ms(void);

@@ -122,6 +122,8 @@ typedef struct dh_sched_stats {
     uint64_t order_fallbacks;     /* batches issued in program order (the plan's could not be) */
     uint64_t kick_flushes;        /* held work issued early for a polled event */
     uint64_t lag_waits;           /* times the framework thread waited for the lag limits */
+    uint64_t max_held_back;       /* most ops held back by design (in groups not complete, no
+                                     flush since): program order alone decides it */
     /* plan mode (the strand tracker) */
     uint64_t plan_iterations, plan_desyncs, plan_resyncs, plan_matched_ops, plan_unmatched_ops;
 } dh_sched_stats_t;

@@ -128,7 +128,10 @@ static void dh__unpaired(dh_op_t *op)
     dh__t.st.unmatched_ops++;
 }
 
-static void dh__take(dh_op_t *op)
+/* Matches op to the template's next op; returns 2 when op may go out before its group is
+ * complete (a group of one strand, every group before it complete: nothing of the other
+ * strand can join it), else 0. */
+static int dh__take(dh_op_t *op)
 {
     const dh_plan_section_t *s = dh__t.sec;
     size_t c = dh__t.cursor;
@@ -155,12 +158,15 @@ static void dh__take(dh_op_t *op)
         op->after0 = 1;
     }
     dh__set_release(dh__t.base + dh__t.release_after[c]);
+    const dh_plan_group_t *g = &s->groups[s->ops[c].group];
+    int out = !op->after0 && (g->a_n == 0 || g->b_n == 0) && dh__s.release == op->group ? 2 : 0;
     dh__t.st.matched_ops++;
     if (++dh__t.cursor == s->nops) {
         dh__t.cursor = 0;
         dh__t.st.iterations++;
         dh__t.iters_tracked++;
     }
+    return out;
 }
 
 static void dh__note_desync(const dh_op_desc_t *d, const dh_op_t *op)
@@ -185,7 +191,7 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
     dh__t.first_op = 0;
     if (dh__t.state == DH__T_TRACK) {
         if (dh__match(dh__t.cursor, d)) {
-            dh__take(op);
+            *flush = dh__take(op);
             return;
         }
         /* Mid-iteration mismatch: what is held is issued now, in a legal order. */
@@ -220,7 +226,7 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         dh__t.state = DH__T_TRACK;
         dh__t.warned_episode = 0;
         dh__t.iters_tracked = 0;
-        dh__take(op);
+        *flush = dh__take(op);
         return;
     }
     dh__unpaired(op);
@@ -240,6 +246,15 @@ int dh_tracker_predict_strand(void)
     if (!dh__t.sec || dh__t.state != DH__T_TRACK)
         return 0;
     return dh__t.sec->ops[dh__t.cursor].strand;
+}
+
+void dh_tracker_planned_hold(uint64_t *ops, uint64_t *bytes)
+{
+    *ops = *bytes = 0;
+    if (dh__t.sec && dh__t.state == DH__T_TRACK) {
+        *ops = (uint64_t)dh__t.sec->held_ops;
+        *bytes = (uint64_t)dh__t.sec->held_free_bytes;
+    }
 }
 
 uint64_t dh_tracker_pair_stamp(void) { return dh__t.state == DH__T_TRACK ? dh__t.pair_stamp : 0; }

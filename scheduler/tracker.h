@@ -26,7 +26,9 @@
 int dh_tracker_load(const char *path);
 
 /* Lock held: op (described by d) gets its strand, group and lgroup; the release mark
- * moves. Sets *flush when held work must be issued now (a desync). */
+ * moves. Sets *flush to 1 when held work must be issued now (a desync), to 2 when op may
+ * go out before its group is complete (a group of one strand under way, every group
+ * before it complete), else 0. */
 void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush);
 
 /* Lock held: the allocation stamp (memtab.h) at the start of the current pair's strand-0
@@ -43,6 +45,10 @@ void dh_tracker_floor(uint64_t g);
 /* Lock NOT held, on the thread that submitted the op: writes a pending desync warning
  * (with the call site, found with libunwind) if the last assign made one. */
 void dh_tracker_report(void);
+
+/* What the plan holds back for pairing at most (ops, bytes of frees; docs/plan-format.md),
+ * 0 and 0 without a plan being followed. Lock held. */
+void dh_tracker_planned_hold(uint64_t *ops, uint64_t *bytes);
 
 /* Lock held: the strand the next op of the program is expected on (0 when unknown). */
 int dh_tracker_predict_strand(void);

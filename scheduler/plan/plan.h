@@ -140,6 +140,9 @@ typedef struct dh_plan_section {
     double si_us;                   /* predicted iteration time with the plan */
     double extra_mem_bytes;         /* predicted extra peak device memory */
     double hidden_comm_fraction;    /* predicted share of exposed communication hidden */
+    double held_ops;                /* most ops the runtime holds back for pairing at once
+                                       (in groups not complete yet), 0 unknown */
+    double held_free_bytes;         /* most bytes of frees it holds back so, 0 unknown */
 } dh_plan_section_t;
 
 typedef struct dh_plan {

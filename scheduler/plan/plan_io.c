@@ -156,6 +156,8 @@ static dh_status_t dh__section_parse(const dh__jr_t *r, json_t *arr, const dh__j
     DH_CHECK(dh__jnum(r, o, &here, "si_us", 0, 0, 0, 1e15, &s->si_us));
     DH_CHECK(dh__jnum(r, o, &here, "extra_mem_bytes", 0, 0, 0, 1e18, &s->extra_mem_bytes));
     DH_CHECK(dh__jnum(r, o, &here, "hidden_comm_fraction", 0, 0, 0, 1, &s->hidden_comm_fraction));
+    DH_CHECK(dh__jnum(r, o, &here, "held_ops", 0, 0, 0, 1e15, &s->held_ops));
+    DH_CHECK(dh__jnum(r, o, &here, "held_free_bytes", 0, 0, 0, 1e18, &s->held_free_bytes));
 
     /* Ops first: the ranges of phases and groups are checked against their count. */
     DH__READ_ARRAY(r, o, &here, "ops", 1, DH__MAX_OPS, s->ops, s->nops,
@@ -277,6 +279,10 @@ static void dh__section_json(dh_strbuf_t *b, const dh_plan_section_t *s)
     dh__json_num(b, s->extra_mem_bytes);
     dh_strbuf_puts(b, ",\n      \"hidden_comm_fraction\": ");
     dh__json_num(b, s->hidden_comm_fraction);
+    dh_strbuf_puts(b, ", \"held_ops\": ");
+    dh__json_num(b, s->held_ops);
+    dh_strbuf_puts(b, ", \"held_free_bytes\": ");
+    dh__json_num(b, s->held_free_bytes);
     dh_strbuf_puts(b, ",\n      \"phases\": [");
     for (int i = 0; i < s->nphases; i++) {
         const dh_plan_phase_t *ph = &s->phases[i];

@@ -483,6 +483,53 @@ static void dh__check_microbatches(const dh__pl_t *pl, const dh_plan_section_t *
                       "serial", sec);
 }
 
+/* What the runtime holds back for pairing at most: walking the template in program order,
+ * the ops (and bytes of frees) in groups not complete yet, as the tracker releases them
+ * (scheduler/tracker.c; a group of one strand goes out op by op once every group before it
+ * is complete). The runtime's bounded-lag limits stretch to this. */
+static dh_status_t dh__held(const dh__pl_t *pl, const dh__sect_t *x, dh_plan_section_t *s)
+{
+    const dh_prof_op_t *src = pl->tmpl[x->members[0]].ops;
+    size_t *last = calloc((size_t)s->ngroups, sizeof *last);
+    double *ops = calloc((size_t)s->ngroups, sizeof *ops), *bytes = calloc((size_t)s->ngroups, sizeof *bytes);
+    if (!last || !ops || !bytes) {
+        free(last);
+        free(ops);
+        free(bytes);
+        return DH_ERR_NOMEM;
+    }
+    for (size_t c = 0; c < s->nops; c++)
+        last[s->ops[c].group] = c;
+    double hops = 0, hbytes = 0;
+    size_t r = 0;
+    for (size_t c = 0; c < s->nops; c++) {
+        int g = s->ops[c].group;
+        ops[g] += 1;
+        bytes[g] += src[c].mem < 0 ? -(double)src[c].mem : 0;
+        hops += 1;
+        hbytes += src[c].mem < 0 ? -(double)src[c].mem : 0;
+        while (r < (size_t)s->ngroups && last[r] <= c) {
+            hops -= ops[r];
+            hbytes -= bytes[r];
+            ops[r] = bytes[r] = 0;
+            r++;
+        }
+        /* A group of one strand with every group before it complete goes out op by op. */
+        const dh_plan_group_t *gr = &s->groups[g];
+        if ((gr->a_n == 0 || gr->b_n == 0) && r == (size_t)g) {
+            hops -= ops[g];
+            hbytes -= bytes[g];
+            ops[g] = bytes[g] = 0;
+        }
+        s->held_ops = fmax(s->held_ops, hops);
+        s->held_free_bytes = fmax(s->held_free_bytes, hbytes);
+    }
+    free(last);
+    free(ops);
+    free(bytes);
+    return DH_OK;
+}
+
 static dh_status_t dh__section(const dh__pl_t *pl, dh__sect_t *x, dh_plan_section_t *s, int sec)
 {
     DH_CHECK(dh__section_ops(pl, x, s));
@@ -491,6 +538,7 @@ static dh_status_t dh__section(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sectio
     DH_CHECK(dh__align_ops(pl, x, s));
     dh__mirror_times(x, s);
     DH_CHECK(dh__section_groups(pl, x, s, sec));
+    DH_CHECK(dh__held(pl, x, s));
     double exposed = 0;
     for (int m = 0; m < x->nmembers; m++)
         exposed += pl->tmpl[x->members[m]].exposed_comm_us / x->nmembers;

@@ -398,7 +398,8 @@ static void expect_meta(fx_t *f, const char *mode, int deferring)
     static const char *const totals[] = {"max_queue_depth", "max_deferred_free_bytes",
                                          "replay_errors", "cross_strand_barriers",
                                          "paired_groups", "dependency_moves",
-                                         "order_fallbacks", "kick_flushes", "lag_waits"};
+                                         "order_fallbacks", "kick_flushes", "lag_waits",
+                                         "max_held_back"};
     const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);
     const size_t ndrains = sizeof(drains) / sizeof(drains[0]);
     const size_t ntotals = sizeof(totals) / sizeof(totals[0]);

@@ -249,6 +249,30 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# held_match PLAN PLANSTATS: what each rank held back for pairing at most (max_held_back in
+# DHELIX_STATS, program order alone decides it) is what the planner computed for its section
+# (held_ops), within the quarter the runtime allows past it before it flushes; a section
+# that pairs nothing holds nothing back (its groups of one strand go out op by op).
+held_match() {
+  python3 - "$1" "$2" <<'PY'
+import json, re, sys
+plan = json.load(open(sys.argv[1]))
+ok, said = True, []
+for line in open(sys.argv[2]):
+    rank = int(line.split()[0])
+    m = re.search(r"\bmax_held_back=(\d+)", line)
+    ran = int(m.group(1)) if m else -1
+    sec = ([s for s in plan["sections"] if rank in s.get("ranks", [])] or plan["sections"][:1])[0]
+    planned = int(sec.get("held_ops", 0))
+    pairs = any(g["a"][1] > 0 and g["b"][1] > 0 for g in sec["groups"])
+    good = 0 <= ran <= planned + planned // 4 + 1 and (pairs or ran <= 1)
+    ok &= good
+    said.append("rank %d: held back %d ops at most, planned %d%s" % (rank, ran, planned, "" if good else " (WRONG)"))
+print("; ".join(said))
+sys.exit(0 if ok else 1)
+PY
+}
+
 si_env() { # the plan run's shim settings
   echo "DHELIX_PLAN=$1" "LD_PRELOAD=$shim" DHELIX_STATS=json "DHELIX_STATS_FILE=$work/$2.stats.%p.json"
 }
@@ -281,6 +305,11 @@ scenario_si() {
       fail "si: $why"
     fi
     stat_check si iterations -gt 0
+    if why=$(held_match "$work/plan.json" "$work/si.planstats"); then
+      pass "si: $why"
+    else
+      fail "si: $why"
+    fi
   fi
   local t0 t1 s
   t0=$(sij ms "$work/base.out") && t1=$(sij ms "$work/si.out") || { fail "no iteration times"; return; }

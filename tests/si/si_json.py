@@ -83,7 +83,8 @@ def main(argv):
             p = find_plan(d)
             meta = d.get("meta", {})
             cells = ["%s=%s" % (k, meta[k]) for k in ("cross_strand_barriers",
-                     "dependency_moves", "order_fallbacks", "replay_errors", "lag_waits") if k in meta]
+                     "dependency_moves", "order_fallbacks", "replay_errors", "lag_waits",
+                     "max_held_back") if k in meta]
             if p is None:
                 rows[int(rank)] = "%s noplan %s" % (rank, " ".join(cells))
             else:
