@@ -6,15 +6,18 @@
 #include <math.h>
 #include <string.h>
 
+/* The registry never moves: the model keeps pointers into it (wte, the layers' weights).
+ * wl_model_build counts the parameters first (params NULL: add hands out a scratch record),
+ * then fills an array of exactly that size. */
 static wl_param_t *add(wl_model_state_t *ms, const char *name, int layer, int64_t rows, int64_t cols)
 {
-    if (ms->nparams == ms->cap) {
-        ms->cap = ms->cap ? 2 * ms->cap : 64;
-        wl_param_t *np = realloc(ms->params, sizeof *np * (size_t)ms->cap);
-        if (!np) wl_fatal("out of memory");
-        ms->params = np;
+    static wl_param_t scratch;
+    wl_param_t *p = &scratch;
+    if (ms->params) {
+        if (ms->nparams == ms->cap) wl_fatal("model: more parameters than counted");
+        p = &ms->params[ms->nparams];
     }
-    wl_param_t *p = &ms->params[ms->nparams++];
+    ms->nparams++;
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name);
     p->rows = rows;
@@ -167,9 +170,24 @@ static void sizes(wl_model_state_t *ms, const wl_cfg_t *c, const wl_ps_t *ps)
     ms->chunks = (wl_chunks_t){ps->cp_rank, 2 * c->cp - 1 - ps->cp_rank, m->seq / (2 * c->cp)};
 }
 
+static void build(wl_model_state_t *ms, const wl_cfg_t *c, const wl_ps_t *ps, int cap);
+
 void wl_model_build(wl_model_state_t *ms, const wl_cfg_t *c, const wl_ps_t *ps)
 {
+    build(ms, c, ps, 0);
+    int n = ms->nparams;
+    free(ms->layers);
+    build(ms, c, ps, n);
+}
+
+static void build(wl_model_state_t *ms, const wl_cfg_t *c, const wl_ps_t *ps, int cap)
+{
     memset(ms, 0, sizeof *ms);
+    if (cap > 0) {
+        ms->params = calloc((size_t)cap, sizeof *ms->params);
+        if (!ms->params) wl_fatal("out of memory");
+        ms->cap = cap;
+    }
     ms->cfg = c;
     ms->ps = ps;
     sizes(ms, c, ps);
