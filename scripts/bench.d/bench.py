@@ -27,10 +27,9 @@ from runs import (Paths, RunError, bench_shim, losses, make_plan, plan_stats,  #
 # The vgpu's compute_slow_by_comm, common to every built-in profile (VG_COMMON in
 # tests/vgpu/src/core/profile.c): co-running communication slows compute by 10.9%.
 COMPUTE_SLOW_BY_COMM = 0.109
-# Layers per pipeline stage of the comparison runs, tried in order: profile and plan mode
-# hold device memory for deferred frees far past what the baseline needs (docs/bench.md,
-# "Limits"), so the full depth runs out of device memory; a smaller depth is tried when
-# one does.
+# Layers per pipeline stage of the comparison runs, tried in order (a smaller depth when a
+# run fails): a few layers keep the whole bench at minutes on 2 cores (docs/bench.md,
+# "Limits" says how much depth matters).
 DEPTHS = (2, 1)
 QUICK = ("gpt-6.7b-a40", "llama-8b-h200")
 PICTURE_CONFIG = "llama-8b-h200"
