@@ -21,9 +21,10 @@ foreach(s ${_si_scenarios})
 endforeach()
 
 # Plan mode's threads under ThreadSanitizer (the tsan preset): the framework thread, the
-# backward thread, the watchdog and the dispatcher share the tracker and the queues.
+# backward thread, the watchdog and the dispatcher share the tracker and the queues (jitter:
+# with a dispatcher that falls behind at random, and a program that waits for it).
 if(DH_SANITIZE MATCHES "thread")
-  foreach(s cp pp_1f1b)
+  foreach(s cp pp_1f1b jitter)
     dh_add_test(NAME si.${s}_tsan
       COMMAND bash ${_si_dir}/e2e.sh ${s}
       ENV DH_BUILD_DIR=${CMAKE_BINARY_DIR} SI_WORK=${CMAKE_BINARY_DIR}/si/${s}_tsan
