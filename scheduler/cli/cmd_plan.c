@@ -37,6 +37,8 @@ static const char dh__plan_usage[] =
     "                        their phase as one unit of the alignment, or off (default 2)\n"
     "  --groups SPEC         DHELIX_GROUPS: communicators whose ops may be paired (all)\n"
     "  --microbatches N      warn when the iteration does not have N micro-batches\n"
+    "                        (default: DHELIX_MICROBATCHES when set; the planner finds\n"
+    "                        them without it)\n"
     "  --json                print the table as JSON\n";
 
 typedef struct dh__plan_args {
@@ -56,6 +58,13 @@ static int dh__plan_parse_args(int argc, char **argv, dh__plan_args_t *a)
     a->profiles = calloc((size_t)argc, sizeof(*a->profiles));
     if (a->profiles == NULL)
         return -1;
+    /* The micro-batch count the job was launched with, when the launcher says it: a check
+     * only, never needed (phases come from thread switches and the repeating sequence). */
+    const char *mb = getenv("DHELIX_MICROBATCHES");
+    if (mb && *mb && dh__cli_parse_int(mb, 1, 1 << 20, &a->microbatches) != 0) {
+        fprintf(stderr, "dhelix plan: DHELIX_MICROBATCHES='%s' is not a positive integer\n", mb);
+        return -1;
+    }
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
