@@ -806,12 +806,12 @@ void *dh__dispatch_main(void *arg)
             dh__flush_to(dh__s.next_seq);
         int flush = 0;
         for (unsigned k = 0; k < dh__s.cut_n; k++)
-            flush |= dh__s.cuts[(dh__s.cut_head + k) % DH_CUTS].gend == UINT64_MAX;
+            flush |= dh__s.cuts[(dh__s.cut_head + k) % dh__s.cut_cap].gend == UINT64_MAX;
         if (dh__s.mode == DH_MODE_STRANDS || dh__s.mode == DH_MODE_PLAN) {
             /* Each flush in the order the program asked for them (sched_int.h), then the
              * complete groups: what goes out, and in what order, depends on the program's
              * order alone, never on how far behind this thread is. */
-            for (; dh__s.cut_n > 0; dh__s.cut_n--, dh__s.cut_head = (dh__s.cut_head + 1) % DH_CUTS)
+            for (; dh__s.cut_n > 0; dh__s.cut_n--, dh__s.cut_head = (dh__s.cut_head + 1) % dh__s.cut_cap)
                 dh__order_cut(&b, dh__s.cuts[dh__s.cut_head].lim, dh__s.cuts[dh__s.cut_head].gend);
             dh__order_cut(&b, UINT64_MAX, dh__s.release);
         } else {

@@ -421,17 +421,36 @@ struct dh_unc {
 
 static void dh__cut(uint64_t lim, uint64_t gend)
 {
-    struct dh_cut *last = dh__s.cut_n ? &dh__s.cuts[(dh__s.cut_head + dh__s.cut_n - 1) % DH_CUTS]
-                                      : NULL;
+    static struct dh_cut first[64]; /* the ring starts here, so a flush is never lost */
+    if (dh__s.cuts == NULL) {
+        dh__s.cuts = first;
+        dh__s.cut_cap = 64;
+    }
+    if (dh__s.cut_n == dh__s.cut_cap) {
+        /* Grow the ring (a merge instead would depend on how far behind the dispatcher is). */
+        unsigned cap = dh__s.cut_cap ? 2 * dh__s.cut_cap : 64;
+        struct dh_cut *c = malloc(cap * sizeof *c);
+        if (c) {
+            for (unsigned k = 0; k < dh__s.cut_n; k++)
+                c[k] = dh__s.cuts[(dh__s.cut_head + k) % dh__s.cut_cap];
+            if (dh__s.cuts != first)
+                free(dh__s.cuts);
+            dh__s.cuts = c;
+            dh__s.cut_cap = cap;
+            dh__s.cut_head = 0;
+        }
+    }
+    struct dh_cut *last =
+        dh__s.cut_n ? &dh__s.cuts[(dh__s.cut_head + dh__s.cut_n - 1) % dh__s.cut_cap] : NULL;
     /* Two let-outs in a row of one group are one (the group's ops come in its order either
-     * way; two flushes are not: each issues its ops group by group). With the ring full,
-     * the newest absorbs it: a flush a little earlier than asked for on this rank. */
-    if (last && ((last->gend == gend && gend != UINT64_MAX) || dh__s.cut_n == DH_CUTS)) {
+     * way; two flushes are not: each issues its ops group by group). With no memory to
+     * queue it, the newest absorbs it: a flush a little earlier than asked for here. */
+    if (last && ((last->gend == gend && gend != UINT64_MAX) || dh__s.cut_n == dh__s.cut_cap)) {
         last->lim = lim > last->lim ? lim : last->lim;
         last->gend = gend > last->gend ? gend : last->gend;
         return;
     }
-    dh__s.cuts[(dh__s.cut_head + dh__s.cut_n++) % DH_CUTS] = (struct dh_cut){lim, gend};
+    dh__s.cuts[(dh__s.cut_head + dh__s.cut_n++) % dh__s.cut_cap] = (struct dh_cut){lim, gend};
 }
 
 void dh__let_out(uint64_t lim, uint64_t gend) { dh__cut(lim, gend); }

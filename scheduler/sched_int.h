@@ -18,7 +18,6 @@
 #include "scheduler.h"
 
 #define DH_MAX_DEVICES 16
-#define DH_CUTS 256
 
 /* A shim-owned event instance: what a deferred cudaStreamWaitEvent waits on, so that a
  * later record of the same framework event cannot change what an earlier wait means. */
@@ -73,8 +72,8 @@ typedef struct dh_sched_state {
      * group, and only then the groups below the release mark. */
     struct dh_cut {
         uint64_t lim, gend;       /* gend UINT64_MAX: a flush; else a group let out early */
-    } cuts[DH_CUTS];              /* lock */
-    unsigned cut_head, cut_n;     /* lock */
+    } *cuts;                      /* lock: a ring of cut_cap (grows; sched.c) */
+    unsigned cut_head, cut_n, cut_cap; /* lock */
     /* What no flush and no release covers yet (held by design, not by lag): ops and
      * deferred-free bytes per group from unc_base on. Program order alone decides these,
      * so the bounded-lag flush they trigger is at the same op on every rank. */
@@ -119,7 +118,7 @@ const char *dh__plan_order(int lgroup);
 
 /* sched.c, lock held */
 /* Asks the dispatcher to replay every op with seq < lim (after the flushes asked for
- * before). With DH_CUTS flushes pending, the newest absorbs it. */
+ * before). Out of memory for the queue, the newest absorbs it. */
 void dh__flush_to(uint64_t lim);
 /* Lets the dispatcher issue the ops with seq < lim of groups below gend now (the program's
  * single-strand group under way, every group before it complete). */
