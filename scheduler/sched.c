@@ -689,10 +689,10 @@ int dh_sched_submit(dh_op_t *op)
     if (wake)
         pthread_cond_signal(&dh__s.work);
     /* Past the limits the framework thread also waits until the dispatcher is back under
-     * them: issuing without pairing alone does not bound what a faster producer queues. */
-    /* Frees the dispatcher may issue but has not yet keep memory from reuse for nothing
-     * but its lag: past DHELIX_MAX_UNISSUED_FREE_BYTES the program waits for it too (the
-     * order does not change, only when the program gets on). */
+     * them: issuing without pairing alone does not bound what a faster producer queues.
+     * And frees the dispatcher may issue but has not yet keep memory from reuse for nothing
+     * but its lag: past DHELIX_MAX_UNISSUED_FREE_BYTES the program waits for it too. A wait
+     * changes when the program gets on, never the order of the work. */
     while (dh__s.started && !dh__s.stop &&
            (dh__s.held > lim_ops || dh__s.held_free_bytes > lim_bytes ||
             dh__s.held_free_bytes > dh__s.unc_bytes + (uint64_t)cfg->max_unissued_free_bytes) &&
