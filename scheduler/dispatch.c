@@ -48,6 +48,7 @@ typedef struct dh_devres {
 typedef struct dh_item {
     dh_op_t *op;       /* NULL: a cross-strand barrier, or a fence (strand DH_FENCE) */
     int strand;        /* the physical stream to use */
+    int rc;            /* the op's replay status, until it is retired */
 } dh_item_t;
 
 #define DH_FENCE 2     /* item strand of a fence: every stream of every strand meets */
@@ -108,6 +109,8 @@ dh_vstream_t *dh__vstream_get(int device, cudaStream_t s)
 
 cudaStream_t dh__physical(int device, cudaStream_t s, int strand)
 {
+    if (strand == 0)
+        return s; /* strand 0 runs on the framework stream itself (phys[0]) */
     pthread_mutex_lock(&dh__s.lock);
     dh_vstream_t *v = dh__vstream_get(device, s);
     cudaStream_t p = v ? v->phys[strand] : NULL;
@@ -682,23 +685,34 @@ static uint64_t dh__low_water(void)
 /* Replays a batch with the lock released; retires each op as it goes. */
 static void dh__run(dh_batch_t *b)
 {
+    /* Ops are retired (and their streams marked as used) under one lock per stretch between
+     * barriers, not one per op: the framework thread takes the same lock for every capture.
+     * A barrier reads the marks, so a stretch ends before each. */
+    size_t done = 0;
     pthread_mutex_unlock(&dh__s.lock);
-    for (size_t i = 0; i < b->n; i++) {
-        dh_op_t *op = b->items[i].op;
-        const dh_item_t *it = &b->items[i];
-        int rc = op                     ? dh__replay_timed(op, it->strand)
-                 : it->strand == DH_FENCE ? dh__fence()
-                                          : dh__barrier();
-        if (op) {
+    for (size_t i = 0; i <= b->n; i++) {
+        dh_item_t *it = i < b->n ? &b->items[i] : NULL;
+        if ((!it || !it->op) && done < i) {
             pthread_mutex_lock(&dh__s.lock);
-            dh_vstream_t *v = dh__vstream_get(op->device, op->stream);
-            if (v)
-                v->since[it->strand ? 1 : 0] = 1;
-            dh__retire(op, rc);
+            for (; done < i; done++) {
+                const dh_item_t *d = &b->items[done];
+                dh_vstream_t *v = dh__vstream_get(d->op->device, d->op->stream);
+                if (v)
+                    v->since[d->strand ? 1 : 0] = 1;
+                dh__retire(d->op, d->rc);
+            }
             pthread_mutex_unlock(&dh__s.lock);
-        } else if (rc) {
-            DH_WARN_ONCE(SCHED, "a cross-strand barrier failed (status %d)", rc);
         }
+        if (!it)
+            break;
+        if (it->op) {
+            it->rc = dh__replay_timed(it->op, it->strand);
+            continue;
+        }
+        done = i + 1;
+        int rc = it->strand == DH_FENCE ? dh__fence() : dh__barrier();
+        if (rc)
+            DH_WARN_ONCE(SCHED, "a cross-strand barrier failed (status %d)", rc);
     }
     pthread_mutex_lock(&dh__s.lock);
     b->n = 0;

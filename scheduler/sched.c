@@ -415,6 +415,8 @@ static int64_t dh__dependency_group(const dh_op_t *op)
 
 /* ---- flushes and the work no flush covers (lock held) ---- */
 
+#define DH__LET_OUT_WAKE 16
+
 struct dh_unc {
     uint64_t ops, bytes;
 };
@@ -684,10 +686,17 @@ int dh_sched_submit(dh_op_t *op)
     else if (let_out)
         dh__let_out(dh__s.next_seq, op->group + 1);
     /* The dispatcher holds ops until a drain (stress) or until a group is complete (strands,
-     * plan): waking it for every op would cost a futex call per capture for nothing. */
-    int wake = dh__s.flush_upto > dh__s.low_water || dh__s.release > release0 || let_out;
-    if (wake)
+     * plan): waking it for every op would cost a futex call per capture for nothing. Ops let
+     * out early wake it every DH__LET_OUT_WAKE of them (a query of one still queued kicks it,
+     * a synchronisation drains). */
+    if (let_out)
+        dh__s.let_out_unwoken++;
+    int wake = dh__s.flush_upto > dh__s.low_water || dh__s.release > release0 ||
+               dh__s.let_out_unwoken >= DH__LET_OUT_WAKE;
+    if (wake) {
+        dh__s.let_out_unwoken = 0;
         pthread_cond_signal(&dh__s.work);
+    }
     /* Past the limits the framework thread also waits until the dispatcher is back under
      * them: issuing without pairing alone does not bound what a faster producer queues.
      * And frees the dispatcher may issue but has not yet keep memory from reuse for nothing

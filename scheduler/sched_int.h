@@ -74,6 +74,7 @@ typedef struct dh_sched_state {
         uint64_t lim, gend;       /* gend UINT64_MAX: a flush; else a group let out early */
     } *cuts;                      /* lock: a ring of cut_cap (grows; sched.c) */
     unsigned cut_head, cut_n, cut_cap; /* lock */
+    unsigned let_out_unwoken;     /* lock: ops let out since the dispatcher was last woken */
     /* What no flush and no release covers yet (held by design, not by lag): ops and
      * deferred-free bytes per group from unc_base on. Program order alone decides these,
      * so the bounded-lag flush they trigger is at the same op on every rank. */
