@@ -33,6 +33,7 @@ void dh__sched_mark_dispatcher(void);
 
 #define DH_KICK_MS 5       /* a queued record polled this long ago is issued unpaired */
 #define DH_KICK_STALL_MS 2000 /* plan mode: ... once nothing was submitted for this long */
+#define DH_LET_OUT_POLL_MS 1   /* plan mode: the longest an op let out early waits unseen */
 #define DH_WS_BYTES (64u << 20)
 
 typedef struct dh_devres {
@@ -777,13 +778,16 @@ static void dh__intake(void)
 
 static void dh__wait_work(void)
 {
-    if (!dh__s.kick_ms) {
+    /* Plan mode lets ops out early without waking this thread for each (sched.c): it looks
+     * again after DH_LET_OUT_POLL_MS at the latest, so none waits longer than that. */
+    long ms = dh__s.kick_ms ? DH_KICK_MS : dh__s.mode == DH_MODE_PLAN ? DH_LET_OUT_POLL_MS : 0;
+    if (!ms) {
         pthread_cond_wait(&dh__s.work, &dh__s.lock);
         return;
     }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += DH_KICK_MS * 1000000L;
+    ts.tv_nsec += ms * 1000000L;
     if (ts.tv_nsec >= 1000000000L) {
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
