@@ -1,6 +1,7 @@
 /*
- * sched.c: the framework side of the scheduler: submission, drains, the event table, the
- * strand tracker and the lifecycle. The dispatcher thread is in dispatch.c.
+ * sched.c: the framework side of the scheduler: submission, drains, flushes and bounded lag,
+ * the event table and the lifecycle. The strand tracker is in tracker.c, what an op must
+ * follow in deps.c, the dispatcher thread in dispatch.c and order.c.
  *
  * Program order is the order of dh_sched_submit calls (seq). A drain waits until every op
  * submitted before it has been replayed (the low-water mark passed its seq), which is what
@@ -12,6 +13,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "deps.h"
 #include "memtab.h"
 #include "profile_rec.h"
 #include "real.h"
@@ -268,151 +270,6 @@ static void dh__prepare(dh_op_t *op, dh_op_desc_t *d)
         op->nacc = -1; /* no memory to keep it: conflicts with everything, still safe */
 }
 
-/* Whether an access writes: certainly, or maybe (a kernel argument) into an allocation
- * made since young_from (op.h). */
-static inline int dh__writes(const dh_op_access_t *a, uint64_t young_from)
-{
-    return a->write == 1 || (a->write == DH_ACCESS_MAYBE && a->born >= young_from);
-}
-
-/* Whether two access lists (n < 0: anything) overlap with at least one write (op.h); a
- * kernel's maybe-write counts for allocations made since young. */
-static int dh__acc_conflict(const dh_op_access_t *x, int nx, const dh_op_access_t *y, int ny,
-                            uint64_t young)
-{
-    if (nx < 0 || ny < 0)
-        return nx != 0 && ny != 0;
-    for (int i = 0; i < nx; i++)
-        for (int j = 0; j < ny; j++) {
-            const dh_op_access_t *a = &x[i], *c = &y[j];
-            /* Ranges of two different allocations that reused the same address are
-             * ordered by the allocator (a free precedes the reuse), not by the shim; and
-             * a decision taken on addresses could differ from rank to rank. */
-            if ((dh__writes(a, young) || dh__writes(c, young)) && a->lo < c->lo + c->len &&
-                c->lo < a->lo + a->len && (a->born == c->born || !a->born || !c->born))
-                return 1;
-        }
-    return 0;
-}
-
-/* ---- footprint logs (lock held) ----
- * What every op of a stretch of the program touched, in program order, whether it is still
- * held or already issued: a dependency decision must not depend on how far the dispatcher
- * got, or two ranks could order one communicator's calls differently. Each record has a
- * key that never decreases in program order: its group (the strand-0 log of two-strand
- * modes) or its profile record (profile mode's runs). */
-typedef struct dh__arec {
-    uint64_t key;
-    int nacc;                 /* -1: anything */
-    size_t off;               /* into acc */
-} dh__arec_t;
-
-typedef struct dh__alog {
-    dh__arec_t *rec;
-    size_t n, cap;
-    dh_op_access_t *acc;
-    size_t accn, acccap;
-    uint64_t last;            /* key of the latest op, +1; 0 when none */
-} dh__alog_t;
-
-static void dh__alog_reset(dh__alog_t *l) { l->n = l->accn = l->last = 0; }
-
-static void dh__alog_add(dh__alog_t *l, const dh_op_t *op, uint64_t key)
-{
-    if (key + 1 > l->last)
-        l->last = key + 1;
-    if (op->nacc == 0)
-        return;
-    size_t need = op->nacc > 0 ? (size_t)op->nacc : 0;
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 1024;
-        dh__arec_t *g = realloc(l->rec, cap * sizeof *g);
-        if (!g)
-            goto full;
-        l->rec = g;
-        l->cap = cap;
-    }
-    if (l->accn + need > l->acccap) {
-        size_t cap = l->acccap ? l->acccap * 2 : 4096;
-        while (cap < l->accn + need)
-            cap *= 2;
-        dh_op_access_t *g = realloc(l->acc, cap * sizeof *g);
-        if (!g)
-            goto full;
-        l->acc = g;
-        l->acccap = cap;
-    }
-    l->rec[l->n++] = (dh__arec_t){key, op->nacc, l->accn};
-    if (need)
-        memcpy(l->acc + l->accn, op->acc, need * sizeof *op->acc);
-    l->accn += need;
-    return;
-full:
-    /* No memory to remember it: later ops conflict with the last record. */
-    if (l->n > 0) {
-        l->rec[l->n - 1].nacc = -1;
-        l->rec[l->n - 1].key = key;
-    }
-}
-
-/* The latest key above floor of a record op conflicts with, or floor when none. Keys
- * never decrease, so the search runs from the end. */
-static int64_t dh__alog_conflict(const dh__alog_t *l, const dh_op_t *op, int64_t floor,
-                                 uint64_t young)
-{
-    for (size_t k = l->n; k-- > 0;) {
-        const dh__arec_t *r = &l->rec[k];
-        if ((int64_t)r->key <= floor)
-            break;
-        if (dh__acc_conflict(l->acc + r->off, r->nacc, op->acc, op->nacc, young))
-            return (int64_t)r->key;
-    }
-    return floor;
-}
-
-static void dh__alog_free(dh__alog_t *l)
-{
-    free(l->rec);
-    free(l->acc);
-    memset(l, 0, sizeof *l);
-}
-
-/* Two strands: strand 0's ops of the current region (a plan iteration, or the work since
- * the last synchronisation in strands mode), keyed by group. */
-static dh__alog_t dh__s0;
-
-/* Lock held. A strand-1 op must not run before a strand-0 op that precedes it in program
- * order and shares memory with it (a true dependency between the two micro-batches, such
- * as a pipeline stage's received activations), nor before the record of an event it waits
- * for. Returns the latest group among those strand-0 ops of the region (the log above),
- * or op->group - 1 when there is none. The op then joins that group, issued after its
- * strand-0 ops: a later group could hold strand-0 work that follows op in program order. */
-static int64_t dh__dependency_group(const dh_op_t *op)
-{
-    int64_t need = (int64_t)op->group - 1;
-    if (op->kind == DH_OP_EVENT_WAIT) {
-        /* A wait for a record of strand 0 in this group or a later one. */
-        const dh_evinst_t *i = op->shim_event;
-        if (i->rec_strand == 0 && (int64_t)i->rec_group > need)
-            need = (int64_t)i->rec_group;
-    }
-    if (op->nacc == 0)
-        return need;
-    /* Memory made for strand 0 during this pair (the backward of micro-batch i) that a
-     * strand-1 op touches is handed over from one micro-batch to the other (a pipeline
-     * stage sends a gradient the backward just produced): whichever strand-0 op wrote it,
-     * all strand-0 work so far comes first. Decided from program order alone. */
-    uint64_t pair0 = dh_tracker_pair_stamp();
-    if (dh__s0.last > 0 && pair0 && (int64_t)dh__s0.last - 1 > need)
-        for (int j = 0; j < op->nacc; j++)
-            if (op->acc[j].astrand == 0 && op->acc[j].born >= pair0) {
-                need = (int64_t)dh__s0.last - 1;
-                break;
-            }
-    return dh__alog_conflict(&dh__s0, op, need,
-                             atomic_load_explicit(&dh__s.young_from, memory_order_relaxed));
-}
-
 /* ---- flushes and the work no flush covers (lock held) ---- */
 
 #define DH__LET_OUT_WAKE 16
@@ -529,44 +386,6 @@ static void dh__unc_add(const dh_op_t *op)
     /* else: counted until the next flush, which comes sooner for it */
 }
 
-/* ---- profile mode: what each op must follow (lock held) ----
- * A run is a maximal stretch of one thread's ops (a phase: a forward on the main thread, a
- * backward on the autograd thread). Each op gets the latest op of the previous run that it
- * must follow by plan mode's rules (dh__dependency_group, with that run as strand 0): an
- * event record it waits for, memory that run allocated, memory one of its ops wrote. The
- * planner keeps the op behind it (docs/plan-format.md, "dep"). */
-static dh__alog_t dh__prun[2];      /* the previous [0] and the current [1] run, by record */
-static int dh__prun_thread = -1;
-static uint64_t dh__prun_no;        /* runs so far */
-static uint64_t dh__prun_stamp[2];  /* allocation stamp at the first op of each */
-
-static int64_t dh__prof_dep(const dh_op_t *op)
-{
-    if (op->thread != dh__prun_thread) {
-        dh__alog_t t = dh__prun[0];
-        dh__prun[0] = dh__prun[1];
-        dh__prun[1] = t;
-        dh__alog_reset(&dh__prun[1]);
-        dh__prun_stamp[0] = dh__prun_stamp[1];
-        dh__prun_stamp[1] = dh_sched_stamp();
-        dh__prun_thread = op->thread;
-        dh__prun_no++;
-    }
-    const dh__alog_t *prev = &dh__prun[0];
-    int64_t need = -1;
-    if (op->kind == DH_OP_EVENT_WAIT) {
-        const dh_evinst_t *i = op->shim_event;
-        if (i->rec_run && i->rec_run + 1 == dh__prun_no)
-            need = (int64_t)i->rec_group;
-    }
-    if (op->nacc == 0 || prev->last == 0)
-        return need;
-    for (int j = 0; j < op->nacc && (int64_t)prev->last - 1 > need; j++)
-        if (op->acc[j].born >= dh__prun_stamp[0] && op->acc[j].born < dh__prun_stamp[1])
-            need = (int64_t)prev->last - 1;
-    return dh__alog_conflict(prev, op, need, dh__prun_stamp[0]);
-}
-
 int dh_sched_submit(dh_op_t *op)
 {
     /* Registered after the device library initialised (it has, since work is being
@@ -593,9 +412,9 @@ int dh_sched_submit(dh_op_t *op)
     uint64_t release0 = dh__s.release;
     dh__assign_strand(op, &d, &flush);
     if (dh__s.mode == DH_MODE_PLAN && dh_tracker_new_iteration())
-        dh__alog_reset(&dh__s0);
+        dh_deps_s0_reset();
     if (op->strand == 1) {
-        int64_t need = dh__dependency_group(op);
+        int64_t need = dh_deps_group(op);
         /* A group below the release mark may already be issued on this rank and not yet on
          * another: joining it would order this op differently on the two. The first group
          * not released yet is held on every rank alike (the mark follows program order). */
@@ -624,15 +443,15 @@ int dh_sched_submit(dh_op_t *op)
         i->rec_group = op->group;
     }
     if (op->strand == 0 && dh__two_strands(dh__s.mode))
-        dh__alog_add(&dh__s0, op, op->group);
+        dh_deps_s0_add(op);
     if (dh__s.mode == DH_MODE_PROFILE) {
-        op->prof = dh_prof_record(op, &d, mem, dh__stream_ordinal(op->stream), dh__prof_dep(op));
+        op->prof = dh_prof_record(op, &d, mem, dh__stream_ordinal(op->stream), dh_deps_prof(op));
         if (op->prof) {
-            dh__alog_add(&dh__prun[1], op, op->prof - 1);
+            dh_deps_prof_add(op, op->prof - 1);
             if (op->kind == DH_OP_EVENT_RECORD) {
                 dh_evinst_t *i = op->shim_event;
                 i->rec_group = op->prof - 1;
-                i->rec_run = dh__prun_no;
+                i->rec_run = dh_deps_prof_run();
             }
         }
     }
@@ -768,7 +587,7 @@ int dh_sched_drain(dh_drain_reason_t why)
         else if (dh__s.mode == DH_MODE_PLAN)
             dh_tracker_sync();
         else if (dh__s.mode == DH_MODE_STRANDS)
-            dh__alog_reset(&dh__s0); /* everything before is issued, in program order */
+            dh_deps_s0_reset(); /* everything before is issued, in program order */
     }
     uint64_t target = dh__s.next_seq;
     dh__flush_to(target);
@@ -921,9 +740,7 @@ void dh_sched_fini(void)
     dh__s.started = 0;
     pthread_mutex_unlock(&dh__s.lock);
     pthread_mutex_lock(&dh__s.lock);
-    dh__alog_free(&dh__s0);
-    dh__alog_free(&dh__prun[0]);
-    dh__alog_free(&dh__prun[1]);
+    dh_deps_free();
     free(dh__s.unc);
     dh__s.unc = NULL;
     dh__s.unc_cap = 0;
