@@ -287,7 +287,7 @@ static void dh__cut(uint64_t lim, uint64_t gend)
     }
     if (dh__s.cut_n == dh__s.cut_cap) {
         /* Grow the ring (a merge instead would depend on how far behind the dispatcher is). */
-        unsigned cap = dh__s.cut_cap ? 2 * dh__s.cut_cap : 64;
+        unsigned cap = 2 * dh__s.cut_cap;
         struct dh_cut *c = malloc(cap * sizeof *c);
         if (c) {
             for (unsigned k = 0; k < dh__s.cut_n; k++)
@@ -331,23 +331,8 @@ void dh__flush_to(uint64_t lim)
 static uint64_t dh__released(void) { return dh__two_strands(dh__s.mode) ? dh__s.release : 0; }
 
 /* A ring indexed by group: entry g % unc_cap holds group g, for g in [unc_base, +cap). */
-static void dh__unc_cover_below(uint64_t r)
-{
-    if (r <= dh__s.unc_base)
-        return;
-    uint64_t n = r - dh__s.unc_base;
-    if (n > dh__s.unc_cap)
-        n = dh__s.unc_cap;
-    for (uint64_t g = dh__s.unc_base; g < dh__s.unc_base + n; g++) {
-        struct dh_unc *u = &dh__s.unc[g % dh__s.unc_cap];
-        dh__s.unc_ops -= u->ops;
-        dh__s.unc_bytes -= u->bytes;
-        u->ops = u->bytes = 0;
-    }
-    dh__s.unc_base = r;
-}
 
-/* Group g's ops so far are covered (let out early). */
+/* Group g's ops so far are covered (released, or let out early). */
 static void dh__unc_cover_group(uint64_t g)
 {
     if (g < dh__s.unc_base || g - dh__s.unc_base >= dh__s.unc_cap)
@@ -356,6 +341,16 @@ static void dh__unc_cover_group(uint64_t g)
     dh__s.unc_ops -= u->ops;
     dh__s.unc_bytes -= u->bytes;
     u->ops = u->bytes = 0;
+}
+
+/* Groups below r are covered (released). */
+static void dh__unc_cover_below(uint64_t r)
+{
+    uint64_t end = r < dh__s.unc_base + dh__s.unc_cap ? r : dh__s.unc_base + dh__s.unc_cap;
+    for (uint64_t g = dh__s.unc_base; g < end; g++)
+        dh__unc_cover_group(g);
+    if (r > dh__s.unc_base)
+        dh__s.unc_base = r;
 }
 
 static void dh__unc_add(const dh_op_t *op)

@@ -71,24 +71,13 @@ int dh_tracker_load(const char *path)
         dh__t.sec = NULL;
     } else {
         const dh_plan_section_t *s = dh__t.sec;
-        size_t *ra = calloc(s->nops, sizeof *ra);
-        size_t *last = calloc((size_t)s->ngroups, sizeof *last);
-        if (!ra || !last) {
-            free(ra);
-            free(last);
+        size_t *ra = dh_plan_release_marks(s);
+        if (!ra) {
+            dh__t.sec = NULL;
             dh_plan_free(p);
             DH_ERROR(PLAN, "%s: out of memory; running passthrough", path);
             return -1;
         }
-        for (size_t c = 0; c < s->nops; c++)
-            last[s->ops[c].group] = c;
-        size_t r = 0;
-        for (size_t c = 0; c < s->nops; c++) {
-            while (r < (size_t)s->ngroups && last[r] <= c)
-                r++;
-            ra[c] = r;
-        }
-        free(last);
         dh__t.release_after = ra;
         dh__t.plan = p;
         dh__t.state = DH__T_SEARCH;

@@ -172,6 +172,12 @@ dh_status_t dh_plan_check(const dh_plan_t *p, const char *name, char *err, size_
  * is one and it lists no ranks; NULL when none applies. */
 const dh_plan_section_t *dh_plan_section_for(const dh_plan_t *p, int rank);
 
+/* The release marks of s, as the runtime follows them: ra[c] (s->nops entries) is the
+ * number of leading groups complete once template op c has arrived (every op of each is at
+ * or before c). Groups go out in order, so this is what may be issued then. Returns a
+ * malloc'ed array, NULL out of memory. */
+size_t *dh_plan_release_marks(const dh_plan_section_t *s);
+
 /* The signature fingerprint of a template (FNV-1a over the sigs). */
 uint64_t dh_plan_fingerprint(const dh_plan_op_t *ops, size_t n);
 

@@ -249,6 +249,27 @@ void dh_plan_free(dh_plan_t *p)
     free(p);
 }
 
+size_t *dh_plan_release_marks(const dh_plan_section_t *s)
+{
+    size_t *ra = malloc((s->nops ? s->nops : 1) * sizeof *ra);
+    size_t *last = calloc(s->ngroups > 0 ? (size_t)s->ngroups : 1, sizeof *last);
+    if (!ra || !last) {
+        free(ra);
+        free(last);
+        return NULL;
+    }
+    for (size_t c = 0; c < s->nops; c++)
+        last[s->ops[c].group] = c;
+    size_t r = 0;
+    for (size_t c = 0; c < s->nops; c++) {
+        while (r < (size_t)s->ngroups && last[r] <= c)
+            r++;
+        ra[c] = r;
+    }
+    free(last);
+    return ra;
+}
+
 const dh_plan_section_t *dh_plan_section_for(const dh_plan_t *p, int rank)
 {
     if (p == NULL)

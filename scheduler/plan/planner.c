@@ -490,29 +490,27 @@ static void dh__check_microbatches(const dh__pl_t *pl, const dh_plan_section_t *
 static dh_status_t dh__held(const dh__pl_t *pl, const dh__sect_t *x, dh_plan_section_t *s)
 {
     const dh_prof_op_t *src = pl->tmpl[x->members[0]].ops;
-    size_t *last = calloc((size_t)s->ngroups, sizeof *last);
+    size_t *ra = dh_plan_release_marks(s);
     double *ops = calloc((size_t)s->ngroups, sizeof *ops), *bytes = calloc((size_t)s->ngroups, sizeof *bytes);
-    if (!last || !ops || !bytes) {
-        free(last);
+    if (!ra || !ops || !bytes) {
+        free(ra);
         free(ops);
         free(bytes);
         return DH_ERR_NOMEM;
     }
-    for (size_t c = 0; c < s->nops; c++)
-        last[s->ops[c].group] = c;
     double hops = 0, hbytes = 0;
     size_t r = 0;
     for (size_t c = 0; c < s->nops; c++) {
         int g = s->ops[c].group;
+        double freed = src[c].mem < 0 ? -(double)src[c].mem : 0;
         ops[g] += 1;
-        bytes[g] += src[c].mem < 0 ? -(double)src[c].mem : 0;
+        bytes[g] += freed;
         hops += 1;
-        hbytes += src[c].mem < 0 ? -(double)src[c].mem : 0;
-        while (r < (size_t)s->ngroups && last[r] <= c) {
+        hbytes += freed;
+        for (; r < ra[c]; r++) {
             hops -= ops[r];
             hbytes -= bytes[r];
             ops[r] = bytes[r] = 0;
-            r++;
         }
         /* A group of one strand with every group before it complete goes out op by op. */
         const dh_plan_group_t *gr = &s->groups[g];
@@ -524,7 +522,7 @@ static dh_status_t dh__held(const dh__pl_t *pl, const dh__sect_t *x, dh_plan_sec
         s->held_ops = fmax(s->held_ops, hops);
         s->held_free_bytes = fmax(s->held_free_bytes, hbytes);
     }
-    free(last);
+    free(ra);
     free(ops);
     free(bytes);
     return DH_OK;
