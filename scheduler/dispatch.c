@@ -53,14 +53,16 @@ int dh__dirty[2]; /* dispatcher only: strand s issued work since the last barrie
 static int dh__cur_dev = -1;
 static uint64_t dh__rng;
 
-uint64_t dh__rand(void)
+/* xorshift64*: a fixed sequence per seed, so one seed is one order. */
+static uint64_t dh__xorshift(uint64_t *x)
 {
-    /* xorshift64*: a fixed sequence per seed, so one seed is one order. */
-    dh__rng ^= dh__rng >> 12;
-    dh__rng ^= dh__rng << 25;
-    dh__rng ^= dh__rng >> 27;
-    return dh__rng * 2685821657736338717ull;
+    *x ^= *x >> 12;
+    *x ^= *x << 25;
+    *x ^= *x >> 27;
+    return *x * 2685821657736338717ull;
 }
+
+uint64_t dh__rand(void) { return dh__xorshift(&dh__rng); }
 
 int dh__push(dh_batch_t *b, dh_op_t *op, int strand)
 {
@@ -503,9 +505,9 @@ void *dh__dispatch_main(void *arg)
     pthread_mutex_lock(&dh__s.lock);
     for (;;) {
         if (jitter_us > 0) {
-            jrng ^= jrng << 13, jrng ^= jrng >> 7, jrng ^= jrng << 17;
+            uint64_t us = dh__xorshift(&jrng) % (uint64_t)jitter_us;
             pthread_mutex_unlock(&dh__s.lock);
-            usleep((useconds_t)(jrng % (uint64_t)jitter_us));
+            usleep((useconds_t)us);
             pthread_mutex_lock(&dh__s.lock);
         }
         dh__intake();
