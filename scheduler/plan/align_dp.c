@@ -564,24 +564,19 @@ static dh_status_t dh__setup(dh__dp_t *d, const dh_align_params_t *p)
         maxB = at > maxB ? at : maxB;
     }
     d->base = maxA > endA + maxB ? maxA : endA + maxB;
-    /* jlim[i]: B's units whose ops (and every earlier one's) need at most A's units [0, i). */
-    size_t need_u = 0, j = 0;
-    for (size_t i = 0; i <= d->na; i++) {
-        while (j < d->nb) {
-            size_t need = 0;
-            if (p->b_need)
-                for (size_t k = d->cb[j]; k < d->cb[j + 1]; k++)
-                    need = p->b_need[k] > need ? p->b_need[k] : need;
-            size_t u = need_u;
-            while (u < d->na && d->ca[u] < need)
+    /* jlim[i]: how many of B's units a step may reach from row i. Unit j needs the first
+     * A unit boundary u at or past every need of its ops and of earlier ones (u only grows):
+     * rows below u reach units before j at most. */
+    size_t u = 0, i = 0;
+    for (size_t j = 0; j < d->nb; j++) {
+        for (size_t k = d->cb[j]; p->b_need && k < d->cb[j + 1]; k++)
+            while (u < d->na && d->ca[u] < p->b_need[k])
                 u++;
-            if (u > i)
-                break;
-            need_u = u;
-            j++;
-        }
-        d->jlim[i] = j;
+        for (; i < u; i++)
+            d->jlim[i] = j;
     }
+    for (; i <= d->na; i++)
+        d->jlim[i] = d->nb;
     dh__masks(d);
     size_t npen = d->nmasks > 0 ? (size_t)d->nmasks : 1;
     if ((d->pen = malloc(npen * (size_t)d->L * d->w * sizeof(double))) == NULL)
