@@ -1,6 +1,7 @@
 /* nccl_op.c: NCCL calls checked, captured into ops, issued and replayed (see nccl_op.h). */
 #include "nccl_op.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -8,7 +9,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "nccl_real.h"
-#include "op_internal.h"
+#include "plan.h"
 #include "registry.h"
 #include "scheduler.h"
 
@@ -188,6 +189,9 @@ typedef struct dh__nccl_pl {
     dh_nccl_call_t calls[];
 } dh__nccl_pl_t;
 
+static pthread_once_t dh__nccl_kinds_once = PTHREAD_ONCE_INIT;
+static void dh__nccl_kinds_register(void);
+
 dh_status_t dh_nccl_op_make(dh_op_t **out, const dh_nccl_call_t *calls, int n, int group)
 {
     *out = NULL;
@@ -205,8 +209,9 @@ dh_status_t dh_nccl_op_make(dh_op_t **out, const dh_nccl_call_t *calls, int n, i
     }
     if (first == NULL)
         return DH_ERR_INVALID;
+    pthread_once(&dh__nccl_kinds_once, dh__nccl_kinds_register);
     size_t size = sizeof(dh__nccl_pl_t) + (size_t)n * sizeof(dh_nccl_call_t);
-    dh_op_t *op = dh__op_new(group ? DH_OP_NCCL_GROUP : DH_OP_NCCL, first->stream,
+    dh_op_t *op = dh_op_alloc(group ? DH_OP_NCCL_GROUP : DH_OP_NCCL, first->stream,
                              first->reg->device, size);
     if (op == NULL)
         return DH_ERR_NOMEM;
@@ -231,7 +236,7 @@ static void dh__replay_failed(const dh_nccl_call_t *c, ncclResult_t r)
                  str != NULL ? str(r) : "?");
 }
 
-int dh_nccl_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx)
+static int dh__nccl_replay(dh_op_t *op, const dh_replay_ctx_t *ctx)
 {
     dh__nccl_pl_t *pl = (dh__nccl_pl_t *)op->payload;
     int strands = dh_sched_mode() == DH_MODE_STRANDS || dh_sched_mode() == DH_MODE_PLAN;
@@ -272,7 +277,7 @@ int dh_nccl_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx)
     return 0;
 }
 
-/* ---- description and footprint (op_desc.c) ---- */
+/* ---- description and footprint ---- */
 
 static const char *dh__nccl_tname(ncclDataType_t t)
 {
@@ -300,7 +305,7 @@ static uint64_t dh__nmix(uint64_t h, uint64_t v)
     return h;
 }
 
-void dh_nccl_op_describe(const dh_op_t *op, dh_op_desc_t *d)
+static void dh__nccl_describe(const dh_op_t *op, dh_op_desc_t *d)
 {
     const dh__nccl_pl_t *p = (const dh__nccl_pl_t *)op->payload;
     uint64_t sig = d->sig, shape = d->shape;
@@ -337,19 +342,44 @@ void dh_nccl_op_describe(const dh_op_t *op, dh_op_desc_t *d)
                  first->count);
 }
 
-int dh_nccl_op_footprint(const dh_op_t *op, dh_op_access_t *acc, int max, int *n)
+/* This rank's exact read and write ranges of every member, in call order, as they are. */
+static void dh__nccl_footprint(const dh_op_t *op, dh_op_fp_t *fp)
 {
     const dh__nccl_pl_t *p = (const dh__nccl_pl_t *)op->payload;
     for (int i = 0; i < p->n; i++) {
         const dh_nccl_call_t *c = &p->calls[i];
         const dh_nccl_range_t *r[2] = {&c->read, &c->write};
-        for (int w = 0; w < 2; w++) {
-            if (!r[w]->len)
-                continue;
-            if (*n >= max)
-                return -1;
-            acc[(*n)++] = (dh_op_access_t){r[w]->lo, r[w]->len, w, 0, -1};
-        }
+        for (int w = 0; w < 2; w++)
+            if (r[w]->len)
+                dh_op_fp_append(fp, r[w]->lo, r[w]->len, w);
     }
-    return 0;
+}
+
+/* ---- the kinds' tables ---- */
+
+static const dh_op_kind_ops_t dh__kind_nccl = {
+    .name = "NCCL",
+    .cls = DH_CLS_COMM,
+    .flags = DH_OPK_TIMED,
+    .describe = dh__nccl_describe,
+    .footprint = dh__nccl_footprint,
+    .replay = dh__nccl_replay,
+};
+
+static const dh_op_kind_ops_t dh__kind_nccl_group = {
+    .name = "NCCL_GROUP",
+    .cls = DH_CLS_COMM,
+    .flags = DH_OPK_TIMED,
+    .describe = dh__nccl_describe,
+    .footprint = dh__nccl_footprint,
+    .replay = dh__nccl_replay,
+};
+
+/* Before the first NCCL op exists (dh_nccl_op_make): every op of these kinds was made
+ * after it, so whoever holds one sees the tables. */
+static void dh__nccl_kinds_register(void)
+{
+    if (dh_op_kind_register(DH_OP_NCCL, &dh__kind_nccl) != DH_OK ||
+        dh_op_kind_register(DH_OP_NCCL_GROUP, &dh__kind_nccl_group) != DH_OK)
+        DH_ERROR(NCCL, "the NCCL operation kinds could not be registered");
 }

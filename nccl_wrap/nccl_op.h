@@ -9,7 +9,8 @@
  * ncclRedOpDestroy drains first. A group op is the batch's list in call order with a
  * marker for every ncclGroupStart and ncclGroupEnd, so nesting is replayed as it was made.
  *
- * Replay (dispatcher thread, dh_nccl_op_replay via scheduler/op.c): the real pncclX on the
+ * Replay (dispatcher thread, through the kinds' table this file registers with
+ * scheduler/op.h dh_op_kind_register): the real pncclX on the
  * dispatcher's physical stream; a group op replays pncclGroupStart, its members and
  * pncclGroupEnd, always balanced, so a failing member never leaves the dispatcher's
  * thread inside a group. Errors (the NCCL contract, README "The shim"): a replay that
@@ -102,21 +103,13 @@ ncclResult_t dh_nccl_call_issue(const dh_nccl_call_t *c, cudaStream_t s, int use
 ncclResult_t dh_nccl_calls_issue(const dh_nccl_call_t *calls, int n);
 
 /* Makes the op of one call (group = 0, n = 1) or of a group batch (group = 1, markers
- * included); *out receives it. pinned is set when any member's communicator is pinned.
+ * included); *out receives it. The first call installs the NCCL kinds' tables (describe:
+ * sig from the calls' kinds, data types, reduction ops and communicators' creation order;
+ * shape from the counts and peers; name "nccl OP TYPE COUNT", a group "nccl Group N OP
+ * ...", its first member; footprint: each member's exact byte ranges on this rank). pinned is set when any member's communicator is pinned.
  * Errors: DH_ERR_NOMEM; DH_ERR_UNSUPPORTED for a batch whose members use more than one
  * (device, stream) (issued at once instead). */
 dh_status_t dh_nccl_op_make(dh_op_t **out, const dh_nccl_call_t *calls, int n, int group);
-
-/* Replays op (DH_OP_NCCL or DH_OP_NCCL_GROUP) on ctx; returns 0 (see above). */
-int dh_nccl_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx);
-
-/* Fills the NCCL part of an op's description (op.h dh_op_describe): sig from the calls'
- * kinds, data types, reduction ops and communicators' creation order; shape from the
- * counts and peers; name "nccl OP TYPE COUNT" (a group: "nccl Group N OP ...", its
- * first member); bytes, this rank's payload; comm, the first member's registry entry. */
-void dh_nccl_op_describe(const dh_op_t *op, dh_op_desc_t *d);
-/* The byte ranges op reads and writes, appended to acc[*n..max); -1 when they do not fit. */
-int dh_nccl_op_footprint(const dh_op_t *op, dh_op_access_t *acc, int max, int *n);
 
 /* Counts a call forwarded at once (passthrough, or one the shim could not defer) in its
  * communicator's statistics; looks the communicator up. */

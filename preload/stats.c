@@ -22,7 +22,7 @@ static const dh_col_t dh__stats_cols[] = {
 };
 
 static const char *const dh__op_names[] = {
-#define DH__OP_NAME(id, cls) #id,
+#define DH__OP_NAME(id) #id,
     DH_OP_KINDS(DH__OP_NAME)
 #undef DH__OP_NAME
 };

@@ -347,7 +347,8 @@ static int dh__replay_one(dh_op_t *op, int strand)
     if (strand == 1 && (dh__devres(op->device) || dh__join_new(op->device, op->stream) ||
                         dh__legacy_order(op, ctx.stream)))
         return cudaErrorUnknown;
-    if (op->kind == DH_OP_GEMM || op->kind == DH_OP_LT_MATMUL) {
+    const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
+    if (k != NULL && (k->flags & DH_OPK_BLAS)) {
         if (dh__blasres(op->device, strand))
             return CUBLAS_STATUS_NOT_INITIALIZED;
         ctx.blas = dh__res[op->device].blas[strand];
@@ -366,8 +367,8 @@ static int dh__replay_one(dh_op_t *op, int strand)
 /* Profile mode brackets every stream op with two events (profile_rec.h). */
 static int dh__replay_timed(dh_op_t *op, int strand)
 {
-    if (!op->prof || op->kind == DH_OP_EVENT_RECORD || op->kind == DH_OP_EVENT_WAIT ||
-        op->kind == DH_OP_FREE_ASYNC)
+    const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
+    if (!op->prof || k == NULL || !(k->flags & DH_OPK_TIMED))
         return dh__replay_one(op, strand);
     cudaStream_t s = dh__physical(op->device, op->stream, strand);
     dh__set_device(op->device);

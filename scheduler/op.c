@@ -1,22 +1,23 @@
 /*
- * op.c: the operation record itself (allocation, names, size, release), the small kinds
- * (memset, host function, event record/wait, stream-ordered free) and the replay switch.
- * Kernels, copies, cuBLAS and cuBLASLt have their own files (op_kernel.c, op_copy.c,
- * op_blas.c, op_lt.c).
+ * op.c: the operation record itself (allocation, names, size, release), the kinds' tables
+ * and the dispatch through them (description, footprint, validation, replay, release), and
+ * the small kinds (memset, host function, event record/wait, stream-ordered free) with their
+ * tables. Kernels, copies, cuBLAS and cuBLASLt have their own files (op_kernel.c,
+ * op_copy.c, op_blas.c, op_lt.c); nccl_wrap/nccl_op.c registers the NCCL kinds.
  */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "breaks.h"
 #include "common/log.h"
-#include "nccl_op.h"
 #include "op_internal.h"
 
 _Atomic unsigned dh__op_break;
 
 static const char *const dh__op_kind_names[DH_OP_KIND_COUNT] = {
-#define DH__OP_KIND_NAME(id, cls) #id,
+#define DH__OP_KIND_NAME(id) #id,
     DH_OP_KINDS(DH__OP_KIND_NAME)
 #undef DH__OP_KIND_NAME
 };
@@ -24,6 +25,44 @@ static const char *const dh__op_kind_names[DH_OP_KIND_COUNT] = {
 const char *dh_op_kind_name(dh_op_kind_t k)
 {
     return (unsigned)k < DH_OP_KIND_COUNT ? dh__op_kind_names[k] : "?";
+}
+
+/* ---- the kinds' tables ---- */
+
+static const dh_op_kind_ops_t dh__kind_memset, dh__kind_host_func, dh__kind_event_record,
+    dh__kind_event_wait, dh__kind_free_async;
+
+/* Kinds defined in scheduler/ are here from the start; the others are installed by
+ * dh_op_kind_register (release store; readers acquire, so a table is whole when seen). */
+static const dh_op_kind_ops_t *_Atomic dh__kinds[DH_OP_KIND_COUNT] = {
+    [DH_OP_KERNEL] = &dh__kind_kernel,
+    [DH_OP_CU_KERNEL] = &dh__kind_cu_kernel,
+    [DH_OP_MEMCPY] = &dh__kind_memcpy,
+    [DH_OP_MEMSET] = &dh__kind_memset,
+    [DH_OP_HOST_FUNC] = &dh__kind_host_func,
+    [DH_OP_GEMM] = &dh__kind_gemm,
+    [DH_OP_LT_MATMUL] = &dh__kind_lt,
+    [DH_OP_EVENT_RECORD] = &dh__kind_event_record,
+    [DH_OP_EVENT_WAIT] = &dh__kind_event_wait,
+    [DH_OP_FREE_ASYNC] = &dh__kind_free_async,
+};
+
+dh_status_t dh_op_kind_register(dh_op_kind_t k, const dh_op_kind_ops_t *ops)
+{
+    if ((unsigned)k >= DH_OP_KIND_COUNT || ops == NULL || ops->replay == NULL)
+        return DH_ERR_INVALID;
+    const dh_op_kind_ops_t *expect = NULL;
+    if (atomic_compare_exchange_strong_explicit(&dh__kinds[k], &expect, ops, memory_order_release,
+                                                memory_order_acquire))
+        return DH_OK;
+    return expect == ops ? DH_OK : DH_ERR_INVALID;
+}
+
+const dh_op_kind_ops_t *dh_op_kind_ops(dh_op_kind_t k)
+{
+    if ((unsigned)k >= DH_OP_KIND_COUNT)
+        return NULL;
+    return atomic_load_explicit(&dh__kinds[k], memory_order_acquire);
 }
 
 /* ---- test-only switches (op_break.h) ---- */
@@ -70,7 +109,7 @@ unsigned dh_op_test_break(void)
  * "rep stos" whose start-up cost was a tenth of a kernel capture. */
 static const dh_op_t dh__op_zero;
 
-dh_op_t *dh__op_new(dh_op_kind_t kind, cudaStream_t s, int device, size_t payload)
+dh_op_t *dh_op_alloc(dh_op_kind_t kind, cudaStream_t s, int device, size_t payload)
 {
     dh_op_t *op = malloc(sizeof *op + payload);
     if (op == NULL)
@@ -161,7 +200,7 @@ static dh_status_t dh__op_small(dh_op_t **out, dh_op_kind_t kind, cudaStream_t s
     const dh_real_t *r = dh_real();
     int dev;
     DH_CHECK(dh__op_device(r, &dev));
-    dh_op_t *op = dh__op_new(kind, s, dev, size);
+    dh_op_t *op = dh_op_alloc(kind, s, dev, size);
     if (op == NULL)
         return DH_ERR_NOMEM;
     *out = op;
@@ -261,63 +300,151 @@ static int dh__replay_wait(dh_op_t *op, const dh_replay_ctx_t *ctx)
     return wait(ctx->stream, e, ((const dh__event_pl_t *)op->payload)->flags);
 }
 
-static int dh__replay_small(dh_op_t *op, const dh_replay_ctx_t *ctx)
+static int dh__replay_memset(dh_op_t *op, const dh_replay_ctx_t *ctx)
 {
-    const dh_real_t *r = dh_real();
-    switch (op->kind) {
-    case DH_OP_MEMSET: {
-        const dh__memset_pl_t *p = (const dh__memset_pl_t *)op->payload;
-        dh_real_cudaMemsetAsync_t fn = DH_REAL_FN(r, cudaMemsetAsync);
-        return fn != NULL ? fn(p->dst, p->value, p->n, ctx->stream)
-                          : cudaErrorInitializationError;
-    }
-    case DH_OP_HOST_FUNC: {
-        const dh__host_pl_t *p = (const dh__host_pl_t *)op->payload;
-        dh_real_cudaLaunchHostFunc_t fn = DH_REAL_FN(r, cudaLaunchHostFunc);
-        return fn != NULL ? fn(ctx->stream, p->fn, p->data) : cudaErrorInitializationError;
-    }
-    case DH_OP_FREE_ASYNC: {
-        const dh__free_pl_t *p = (const dh__free_pl_t *)op->payload;
-        dh_real_cudaFreeAsync_t fn = DH_REAL_FN(r, cudaFreeAsync);
-        return fn != NULL ? fn(p->ptr, ctx->stream) : cudaErrorInitializationError;
-    }
-    default:
-        return cudaErrorInvalidValue;
-    }
+    const dh__memset_pl_t *p = (const dh__memset_pl_t *)op->payload;
+    dh_real_cudaMemsetAsync_t fn = DH_REAL_FN(dh_real(), cudaMemsetAsync);
+    return fn != NULL ? fn(p->dst, p->value, p->n, ctx->stream) : cudaErrorInitializationError;
 }
 
-/* ---- the record's life ---- */
+static int dh__replay_host_func(dh_op_t *op, const dh_replay_ctx_t *ctx)
+{
+    const dh__host_pl_t *p = (const dh__host_pl_t *)op->payload;
+    dh_real_cudaLaunchHostFunc_t fn = DH_REAL_FN(dh_real(), cudaLaunchHostFunc);
+    return fn != NULL ? fn(ctx->stream, p->fn, p->data) : cudaErrorInitializationError;
+}
+
+static int dh__replay_free(dh_op_t *op, const dh_replay_ctx_t *ctx)
+{
+    const dh__free_pl_t *p = (const dh__free_pl_t *)op->payload;
+    dh_real_cudaFreeAsync_t fn = DH_REAL_FN(dh_real(), cudaFreeAsync);
+    return fn != NULL ? fn(p->ptr, ctx->stream) : cudaErrorInitializationError;
+}
+
+/* ---- the small kinds' descriptions and footprints ---- */
+
+static void dh__memset_describe(const dh_op_t *op, dh_op_desc_t *d)
+{
+    const dh__memset_pl_t *p = (const dh__memset_pl_t *)op->payload;
+    d->shape = dh_op_hash_u64(DH_OP_HASH_INIT, p->n);
+    d->bytes = p->n;
+    snprintf(d->name, sizeof d->name, "memset %zu", p->n);
+}
+
+static void dh__memset_footprint(const dh_op_t *op, dh_op_fp_t *fp)
+{
+    const dh__memset_pl_t *p = (const dh__memset_pl_t *)op->payload;
+    dh_op_fp_range(fp, (uintptr_t)p->dst, p->n, 1);
+}
+
+static void dh__host_describe(const dh_op_t *op, dh_op_desc_t *d)
+{
+    (void)op;
+    snprintf(d->name, sizeof d->name, "host function");
+}
+
+static void dh__event_describe(const dh_op_t *op, dh_op_desc_t *d)
+{
+    snprintf(d->name, sizeof d->name, "%s", op->kind == DH_OP_EVENT_RECORD ? "record" : "wait");
+}
+
+static void dh__free_describe(const dh_op_t *op, dh_op_desc_t *d)
+{
+    d->bytes = op->free_bytes;
+    snprintf(d->name, sizeof d->name, "free %zu", op->free_bytes);
+}
+
+/* Events and frees touch no memory the dependency checks order: the scheduler orders them
+ * itself (event instances, the barrier a free waits for). */
+static void dh__footprint_none(const dh_op_t *op, dh_op_fp_t *fp)
+{
+    (void)op;
+    (void)fp;
+}
+
+static const dh_op_kind_ops_t dh__kind_memset = {
+    .name = "MEMSET",
+    .cls = DH_CLS_COPY,
+    .flags = DH_OPK_TIMED,
+    .describe = dh__memset_describe,
+    .footprint = dh__memset_footprint,
+    .replay = dh__replay_memset,
+};
+
+/* A host function may touch anything: no footprint. */
+static const dh_op_kind_ops_t dh__kind_host_func = {
+    .name = "HOST_FUNC",
+    .cls = DH_CLS_HOST,
+    .flags = DH_OPK_TIMED,
+    .describe = dh__host_describe,
+    .replay = dh__replay_host_func,
+};
+
+static const dh_op_kind_ops_t dh__kind_event_record = {
+    .name = "EVENT_RECORD",
+    .cls = DH_CLS_EVENT,
+    .describe = dh__event_describe,
+    .footprint = dh__footprint_none,
+    .replay = dh__replay_record,
+};
+
+static const dh_op_kind_ops_t dh__kind_event_wait = {
+    .name = "EVENT_WAIT",
+    .cls = DH_CLS_EVENT,
+    .describe = dh__event_describe,
+    .footprint = dh__footprint_none,
+    .replay = dh__replay_wait,
+};
+
+static const dh_op_kind_ops_t dh__kind_free_async = {
+    .name = "FREE_ASYNC",
+    .cls = DH_CLS_FREE,
+    .describe = dh__free_describe,
+    .footprint = dh__footprint_none,
+    .replay = dh__replay_free,
+};
+
+/* ---- the record's life: dispatch through the kind's table ---- */
+
+void dh_op_describe(const dh_op_t *op, dh_op_desc_t *d)
+{
+    memset(d, 0, sizeof *d);
+    d->sig = dh_op_hash_u64(DH_OP_HASH_INIT, op->kind);
+    d->shape = DH_OP_HASH_INIT;
+    const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
+    d->cls = k != NULL ? k->cls : DH_CLS_HOST;
+    if (k != NULL && k->describe != NULL)
+        k->describe(op, d);
+    else
+        snprintf(d->name, sizeof d->name, "%s", dh_op_kind_name(op->kind));
+}
+
+int dh_op_footprint(const dh_op_t *op, dh_op_access_t *acc, int max)
+{
+    dh_op_fp_t fp = {acc, 0, max, 0};
+    const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
+    if (k == NULL || k->footprint == NULL)
+        return -1;
+    k->footprint(op, &fp);
+    return fp.over ? -1 : fp.n;
+}
+
+int dh_op_validate(const dh_op_t *op)
+{
+    const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
+    return k != NULL && k->validate != NULL ? k->validate(op) : 0;
+}
 
 int dh_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx)
 {
     if (op == NULL || ctx == NULL)
         return cudaErrorInvalidValue;
-    switch (op->kind) {
-    case DH_OP_KERNEL:
-        return dh__replay_kernel(op, ctx);
-    case DH_OP_CU_KERNEL:
-        return dh__replay_cu_kernel(op, ctx);
-    case DH_OP_MEMCPY:
-        return dh__replay_memcpy(op, ctx);
-    case DH_OP_GEMM:
-        return dh__replay_gemm(op, ctx);
-    case DH_OP_LT_MATMUL:
-        return dh__replay_lt(op, ctx);
-    case DH_OP_EVENT_RECORD:
-        return dh__replay_record(op, ctx);
-    case DH_OP_EVENT_WAIT:
-        return dh__replay_wait(op, ctx);
-    case DH_OP_MEMSET:
-    case DH_OP_HOST_FUNC:
-    case DH_OP_FREE_ASYNC:
-        return dh__replay_small(op, ctx);
-    case DH_OP_NCCL:
-    case DH_OP_NCCL_GROUP:
-        return dh_nccl_op_replay(op, ctx);
-    default:
-        DH_ERROR(SCHED, "replay of an op of unknown kind %d", (int)op->kind);
+    const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
+    if (k == NULL) {
+        DH_ERROR(SCHED, "replay of an op of kind %s, which has no table", dh_op_kind_name(op->kind));
         return cudaErrorInvalidValue;
     }
+    return k->replay(op, ctx);
 }
 
 size_t dh_op_bytes(const dh_op_t *op)
@@ -327,16 +454,11 @@ size_t dh_op_bytes(const dh_op_t *op)
 
 void dh_op_free(dh_op_t *op)
 {
-    if (op)
-        free(op->acc);
+    if (op == NULL)
+        return;
+    const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
+    if (k != NULL && k->release != NULL)
+        k->release(op);
+    free(op->acc);
     free(op);
 }
-
-void dh__memset_view(const dh_op_t *op, void **dst, size_t *n)
-{
-    const dh__memset_pl_t *p = (const dh__memset_pl_t *)op->payload;
-    *dst = p->dst;
-    *n = p->n;
-}
-
-void *dh__free_ptr(const dh_op_t *op) { return ((const dh__free_pl_t *)op->payload)->ptr; }

@@ -14,9 +14,9 @@
  * the real entry points (never the wrappers) and, for cuBLAS/cuBLASLt, the per-strand
  * handle and workspace of the strand the op runs on.
  *
- * Ownership: dh_op_new() returns an op owned by the caller; dh_op_free() releases it and
- * its payload. Not thread-safe per op (one thread touches an op at a time: the capturing
- * thread until it hands the op to the scheduler, then the dispatcher).
+ * Ownership: a capture (or dh_op_alloc()) returns an op owned by the caller; dh_op_free()
+ * releases it and its payload. Not thread-safe per op (one thread touches an op at a time:
+ * the capturing thread until it hands the op to the scheduler, then the dispatcher).
  */
 #ifndef DH_OP_H
 #define DH_OP_H
@@ -31,26 +31,28 @@
 
 #include "common/status.h"
 
-/* X(id, class): every kind of captured operation.
- * class: STREAM (work on a stream, may be deferred), EVENT (record/wait bookkeeping),
- * ALLOC (stream-ordered memory). NCCL (one collective or point-to-point call) and
- * NCCL_GROUP (an ncclGroupStart..End batch) are made and replayed by nccl_wrap/nccl_op.h. */
-#define DH_OP_KINDS(X)              \
-    X(KERNEL, STREAM)               \
-    X(CU_KERNEL, STREAM)            \
-    X(MEMCPY, STREAM)               \
-    X(MEMSET, STREAM)               \
-    X(HOST_FUNC, STREAM)            \
-    X(GEMM, STREAM)                 \
-    X(LT_MATMUL, STREAM)            \
-    X(NCCL, STREAM)                 \
-    X(NCCL_GROUP, STREAM)           \
-    X(EVENT_RECORD, EVENT)          \
-    X(EVENT_WAIT, EVENT)            \
-    X(FREE_ASYNC, ALLOC)
+/* X(id): every kind of captured operation. What an op of a kind does is its kind's table of
+ * behaviours (dh_op_kind_ops_t below), defined next to the kind's capture and replay code:
+ * op.c (MEMSET, HOST_FUNC, EVENT_RECORD, EVENT_WAIT, FREE_ASYNC), op_kernel.c (KERNEL,
+ * CU_KERNEL), op_copy.c (MEMCPY), op_blas.c (GEMM), op_lt.c (LT_MATMUL); NCCL (one
+ * collective or point-to-point call) and NCCL_GROUP (an ncclGroupStart..End batch) are
+ * registered by nccl_wrap/nccl_op.c through dh_op_kind_register(). */
+#define DH_OP_KINDS(X) \
+    X(KERNEL)          \
+    X(CU_KERNEL)       \
+    X(MEMCPY)          \
+    X(MEMSET)          \
+    X(HOST_FUNC)       \
+    X(GEMM)            \
+    X(LT_MATMUL)       \
+    X(NCCL)            \
+    X(NCCL_GROUP)      \
+    X(EVENT_RECORD)    \
+    X(EVENT_WAIT)      \
+    X(FREE_ASYNC)
 
 typedef enum dh_op_kind {
-#define DH__OP_KIND_ENUM(id, cls) DH_OP_##id,
+#define DH__OP_KIND_ENUM(id) DH_OP_##id,
     DH_OP_KINDS(DH__OP_KIND_ENUM)
 #undef DH__OP_KIND_ENUM
     DH_OP_KIND_COUNT
@@ -162,8 +164,9 @@ dh_status_t dh_op_capture_event_wait(dh_op_t **out, cudaStream_t s, cudaEvent_t 
                                      unsigned flags);
 dh_status_t dh_op_capture_free_async(dh_op_t **out, void *p, cudaStream_t s);
 
-/* Replays op on ctx (dispatcher thread). Returns the API's status as an int (cudaError_t,
- * CUresult or cublasStatus_t: 0 is success in all three). */
+/* Replays op on ctx through its kind's table (dispatcher thread). Returns the API's status
+ * as an int (cudaError_t, CUresult or cublasStatus_t: 0 is success in all three);
+ * cudaErrorInvalidValue for a kind without a table. */
 int dh_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx);
 
 /* ---- what an op is and what it touches (op_desc.c) ---- */
@@ -219,6 +222,77 @@ int dh_op_footprint(const dh_op_t *op, dh_op_access_t *acc, int max);
 size_t dh_op_bytes(const dh_op_t *op);
 
 void dh_op_free(dh_op_t *op);
+
+/* ---- kinds as tables of behaviours ---- */
+
+/* A footprint under construction (dh_op_footprint): accesses go into a[0..max); over is
+ * set when they do not fit or the op may touch anything. */
+typedef struct dh_op_fp {
+    dh_op_access_t *a;
+    int n, max, over;
+} dh_op_fp_t;
+
+/* An exact range [lo, lo+len), stamped with the allocation it lies in (memtab.h); a range
+ * equal to one already there only raises that one's write flag. Ignored when lo or len is
+ * 0. */
+void dh_op_fp_range(dh_op_fp_t *fp, uintptr_t lo, size_t len, int write);
+/* The whole allocation p points into, as a range (unknown memory: its first byte). */
+void dh_op_fp_alloc(dh_op_fp_t *fp, const void *p, int write);
+/* An exact range appended as it is, stamped like dh_op_fp_range but never merged. */
+void dh_op_fp_append(dh_op_fp_t *fp, uintptr_t lo, size_t len, int write);
+
+/* 64-bit FNV-1a, the hash of every signature and shape (profiles and plans store them:
+ * changing it invalidates every plan). */
+#define DH_OP_HASH_INIT 0xcbf29ce484222325ull
+uint64_t dh_op_hash(uint64_t h, const void *p, size_t n);
+static inline uint64_t dh_op_hash_u64(uint64_t h, uint64_t v) { return dh_op_hash(h, &v, sizeof v); }
+
+enum {
+    DH_OPK_BLAS = 1u << 0,  /* its replay needs the strand's cuBLAS/cuBLASLt handle and
+                               workspace in the replay context */
+    DH_OPK_TIMED = 1u << 1, /* work on a stream: profile mode brackets it with events */
+};
+
+/* What every op of one kind does. The scheduler never looks inside a payload: it asks the
+ * kind's table. Tables are immutable and live for the process. */
+typedef struct dh_op_kind_ops {
+    const char *name;          /* the kind's name, as in DH_OP_KINDS ("GEMM") */
+    int cls;                   /* the dh_opclass_t (plan/plan.h) of its ops, which describe
+                                  may refine (a kernel named like a collective is COMM) */
+    unsigned flags;            /* DH_OPK_* */
+    /* Fills d (zeroed, d->cls = cls, d->sig = hash of the kind, d->shape = DH_OP_HASH_INIT
+     * on entry): signature, shape, name, bytes, flops, comm. NULL: the defaults stay and
+     * the name is the kind's. */
+    void (*describe)(const dh_op_t *op, dh_op_desc_t *d);
+    /* Adds the memory the op reads and writes to fp. NULL: it may touch anything. */
+    void (*footprint)(const dh_op_t *op, dh_op_fp_t *fp);
+    /* At capture, before the op is deferred: the status the real call would return now for
+     * these arguments (0 when it would be accepted), or -1 when only the library can tell;
+     * a non-zero answer makes the wrapper forward the call instead (issue 13). NULL:
+     * nothing to check beyond what the capture itself refuses. */
+    int (*validate)(const dh_op_t *op);
+    /* Issues the op on ctx->stream with the real entry points; the API's status as an int
+     * (cudaError_t, CUresult or cublasStatus_t: 0 is success in all three). */
+    int (*replay)(dh_op_t *op, const dh_replay_ctx_t *ctx);
+    /* Releases what the payload owns outside the op's own allocation. NULL: nothing. */
+    void (*release)(dh_op_t *op);
+} dh_op_kind_ops_t;
+
+/* Installs the table of kind k (a kind defined outside scheduler/: NCCL, NCCL_GROUP). Call
+ * before the first op of that kind is made; installing the same table again is a no-op.
+ * DH_ERR_INVALID for a kind out of range or one that already has another table.
+ * Thread-safe. */
+dh_status_t dh_op_kind_register(dh_op_kind_t k, const dh_op_kind_ops_t *ops);
+/* The table of k, NULL when none is installed. Any thread. */
+const dh_op_kind_ops_t *dh_op_kind_ops(dh_op_kind_t k);
+
+/* A new op of kind k on stream s of device, with payload bytes of payload (uninitialised)
+ * and every other header field zero. Owned by the caller (dh_op_free). NULL when out of
+ * memory. For modules that capture a kind; the capture functions above use it too. */
+dh_op_t *dh_op_alloc(dh_op_kind_t k, cudaStream_t s, int device, size_t payload);
+
+/* The kind's table's validate (0 when it has none). Capturing thread. */
+int dh_op_validate(const dh_op_t *op);
 
 /* ---- the shim's mirror of framework cuBLAS handles ----
  * Wrappers of cublasSetStream/SetWorkspace/SetMathMode/SetPointerMode/SetAtomicsMode

@@ -8,6 +8,7 @@
  * workspace (DESIGN.md invariant 5). In host pointer mode alpha and beta live on the
  * framework's stack: the op owns copies, as many bytes as the scale type has.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -106,7 +107,7 @@ static dh_status_t dh__gemm_capture(dh_op_t **out, cublasHandle_t h, const dh__g
     int dev;
     DH_CHECK(dh__op_device(r, &dev));
     dh_blas_state_get(h, &st);
-    dh_op_t *op = dh__op_new(DH_OP_GEMM, st.stream, dev, sizeof(dh__gemm_pl_t));
+    dh_op_t *op = dh_op_alloc(DH_OP_GEMM, st.stream, dev, sizeof(dh__gemm_pl_t));
     if (op == NULL)
         return DH_ERR_NOMEM;
     dh__gemm_pl_t *p = (dh__gemm_pl_t *)op->payload;
@@ -213,7 +214,7 @@ static int dh__gemm_prepare(const dh_real_t *r, const dh__gemm_pl_t *p,
     return st;
 }
 
-int dh__replay_gemm(dh_op_t *op, const dh_replay_ctx_t *ctx)
+static int dh__replay_gemm(dh_op_t *op, const dh_replay_ctx_t *ctx)
 {
     const dh_real_t *r = dh_real();
     const dh__gemm_pl_t *p = (const dh__gemm_pl_t *)op->payload;
@@ -251,12 +252,64 @@ int dh__replay_gemm(dh_op_t *op, const dh_replay_ctx_t *ctx)
               p->bt, p->ldb, p->beta, p->C, p->ct, p->ldc, p->compute, p->algo);
 }
 
-void dh__gemm_view(const dh_op_t *op, dh__gemm_view_t *v)
+/* ---- what a GEMM is and what it touches ---- */
+
+/* Signature: the entry point, transposes, types and compute type; shape: the dimensions,
+ * leading dimensions, batch and strides. */
+static void dh__gemm_describe(const dh_op_t *op, dh_op_desc_t *d)
 {
     const dh__gemm_pl_t *p = (const dh__gemm_pl_t *)op->payload;
-    *v = (dh__gemm_view_t){.sgemm = p->sgemm, .batch = p->batch, .sa = p->sa, .sb = p->sb,
-                           .sc = p->sc, .ta = p->ta, .tb = p->tb, .m = p->m, .n = p->n,
-                           .k = p->k, .lda = p->lda, .ldb = p->ldb, .ldc = p->ldc, .A = p->A,
-                           .B = p->B, .C = p->C, .at = p->at, .bt = p->bt, .ct = p->ct,
-                           .compute = p->compute};
+    int at = p->sgemm ? CUDA_R_32F : (int)p->at;
+    uint64_t h = dh_op_hash_u64(DH_OP_HASH_INIT, op->kind);
+    h = dh_op_hash_u64(h, (uint64_t)p->sgemm | (uint64_t)(p->batch > 0) << 8 |
+                              (uint64_t)p->ta << 16 | (uint64_t)p->tb << 24);
+    h = dh_op_hash_u64(h, (uint64_t)at | (uint64_t)p->bt << 16 | (uint64_t)p->ct << 32);
+    d->sig = dh_op_hash_u64(h, (uint64_t)p->compute);
+    int64_t dims[] = {p->m, p->n, p->k, p->lda, p->ldb, p->ldc, p->batch, p->sa, p->sb, p->sc};
+    d->shape = dh_op_hash(DH_OP_HASH_INIT, dims, sizeof dims);
+    double b = p->batch > 0 ? p->batch : 1;
+    d->flops = 2.0 * p->m * p->n * p->k * b;
+    char batch[24] = "";
+    if (p->batch > 0)
+        snprintf(batch, sizeof batch, " x%d", p->batch);
+    snprintf(d->name, sizeof d->name, "gemm %c,%c %dx%dx%d %s%s", p->ta == CUBLAS_OP_N ? 'n' : 't',
+             p->tb == CUBLAS_OP_N ? 'n' : 't', p->m, p->n, p->k, dh__dtype_name(at), batch);
 }
+
+/* Bytes of a column-major matrix of rows x cols with leading dimension ld, batch copies
+ * stride elements apart. */
+static size_t dh__mat_bytes(long long rows, long long cols, long long ld, int batch,
+                            long long stride, size_t esize)
+{
+    if (rows <= 0 || cols <= 0 || ld <= 0 || !esize)
+        return 0;
+    long long n = (cols - 1) * ld + rows;
+    if (batch > 1)
+        n += (long long)(batch - 1) * (stride > 0 ? stride : 0);
+    return (size_t)n * esize;
+}
+
+/* Exact ranges of A and B (read) and C (written); the whole allocation where the size is
+ * not known (a degenerate shape). */
+static void dh__gemm_footprint(const dh_op_t *op, dh_op_fp_t *fp)
+{
+    const dh__gemm_pl_t *p = (const dh__gemm_pl_t *)op->payload;
+    size_t ea = p->sgemm ? 4 : dh__dtype_size(p->at), eb = p->sgemm ? 4 : dh__dtype_size(p->bt);
+    size_t ec = p->sgemm ? 4 : dh__dtype_size(p->ct);
+    int tA = p->ta != CUBLAS_OP_N, tB = p->tb != CUBLAS_OP_N;
+    size_t na = dh__mat_bytes(tA ? p->k : p->m, tA ? p->m : p->k, p->lda, p->batch, p->sa, ea);
+    size_t nb = dh__mat_bytes(tB ? p->n : p->k, tB ? p->k : p->n, p->ldb, p->batch, p->sb, eb);
+    size_t nc = dh__mat_bytes(p->m, p->n, p->ldc, p->batch, p->sc, ec);
+    if (na) dh_op_fp_range(fp, (uintptr_t)p->A, na, 0); else dh_op_fp_alloc(fp, p->A, 0);
+    if (nb) dh_op_fp_range(fp, (uintptr_t)p->B, nb, 0); else dh_op_fp_alloc(fp, p->B, 0);
+    if (nc) dh_op_fp_range(fp, (uintptr_t)p->C, nc, 1); else dh_op_fp_alloc(fp, p->C, 1);
+}
+
+const dh_op_kind_ops_t dh__kind_gemm = {
+    .name = "GEMM",
+    .cls = DH_CLS_COMPUTE,
+    .flags = DH_OPK_BLAS | DH_OPK_TIMED,
+    .describe = dh__gemm_describe,
+    .footprint = dh__gemm_footprint,
+    .replay = dh__replay_gemm,
+};

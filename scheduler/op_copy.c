@@ -14,6 +14,7 @@
  * pageable), whatever `kind` says, as with unified addressing; cudaMemcpyDefault needs
  * nothing more.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "op_internal.h"
@@ -97,7 +98,7 @@ dh_status_t dh_op_capture_memcpy(dh_op_t **out, void *dst, const void *src, size
     DH_CHECK(dh__op_device(r, &dev));
     int own = ss == DH__PAGEABLE && !(dh__op_breaks() & DH_OP_BREAK_H2D_SOURCE);
     size_t head = DH__ALIGN8(sizeof(dh__copy_pl_t));
-    dh_op_t *op = dh__op_new(DH_OP_MEMCPY, s, dev, head + (own ? n : 0));
+    dh_op_t *op = dh_op_alloc(DH_OP_MEMCPY, s, dev, head + (own ? n : 0));
     if (op == NULL)
         return DH_ERR_NOMEM;
     dh__copy_pl_t *p = (dh__copy_pl_t *)op->payload;
@@ -111,7 +112,7 @@ dh_status_t dh_op_capture_memcpy(dh_op_t **out, void *dst, const void *src, size
     return DH_OK;
 }
 
-int dh__replay_memcpy(dh_op_t *op, const dh_replay_ctx_t *ctx)
+static int dh__replay_memcpy(dh_op_t *op, const dh_replay_ctx_t *ctx)
 {
     const dh_real_t *r = dh_real();
     const dh__copy_pl_t *p = (const dh__copy_pl_t *)op->payload;
@@ -120,11 +121,50 @@ int dh__replay_memcpy(dh_op_t *op, const dh_replay_ctx_t *ctx)
                       : cudaErrorInitializationError;
 }
 
-dh__copy_view_t dh__copy_view(const dh_op_t *op)
+/* ---- what a copy is and what it touches ---- */
+
+/* Whether the source is the op's own copy of a pageable buffer. */
+static int dh__src_owned(const dh_op_t *op, const dh__copy_pl_t *p)
+{
+    const unsigned char *src = p->src;
+    return src >= op->payload && src < op->payload + op->payload_size;
+}
+
+static const char *dh__copy_dir(enum cudaMemcpyKind k)
+{
+    switch (k) {
+    case cudaMemcpyHostToDevice: return "h2d";
+    case cudaMemcpyDeviceToHost: return "d2h";
+    case cudaMemcpyDeviceToDevice: return "d2d";
+    case cudaMemcpyHostToHost: return "h2h";
+    default: return "default";
+    }
+}
+
+/* Signature: the kind and the direction; shape: the size. */
+static void dh__memcpy_describe(const dh_op_t *op, dh_op_desc_t *d)
 {
     const dh__copy_pl_t *p = (const dh__copy_pl_t *)op->payload;
-    const unsigned char *s = p->src;
-    return (dh__copy_view_t){.dst = p->dst, .src = p->src, .n = p->n, .kind = p->kind,
-                             .src_owned = s >= op->payload &&
-                                          s < op->payload + op->payload_size};
+    d->sig = dh_op_hash_u64(d->sig, (uint64_t)p->kind);
+    d->shape = dh_op_hash_u64(DH_OP_HASH_INIT, p->n);
+    d->bytes = p->n;
+    snprintf(d->name, sizeof d->name, "memcpy %s %zu", dh__copy_dir(p->kind), p->n);
 }
+
+/* The destination, written, and a source the op does not own, read. */
+static void dh__memcpy_footprint(const dh_op_t *op, dh_op_fp_t *fp)
+{
+    const dh__copy_pl_t *p = (const dh__copy_pl_t *)op->payload;
+    dh_op_fp_range(fp, (uintptr_t)p->dst, p->n, 1);
+    if (!dh__src_owned(op, p))
+        dh_op_fp_range(fp, (uintptr_t)p->src, p->n, 0);
+}
+
+const dh_op_kind_ops_t dh__kind_memcpy = {
+    .name = "MEMCPY",
+    .cls = DH_CLS_COPY,
+    .flags = DH_OPK_TIMED,
+    .describe = dh__memcpy_describe,
+    .footprint = dh__memcpy_footprint,
+    .replay = dh__replay_memcpy,
+};

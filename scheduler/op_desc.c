@@ -1,5 +1,7 @@
 /*
- * op_desc.c: what an op is (signature, shape, class, name) and what memory it touches.
+ * op_desc.c: what the kinds' describe and footprint functions share: the signature hash,
+ * kernel names, the names of data types and the footprint builder. Which kind does what is
+ * each kind's table (op.h); op.c dispatches.
  *
  * Signatures must be equal for the same call in two runs of the same program, so nothing
  * that changes from run to run enters them: no pointers, no stream handles. Kernels are
@@ -23,10 +25,9 @@
 #include "op_internal.h"
 #include "plan.h"
 
-#define DH__FNV_OFF 0xcbf29ce484222325ull
 #define DH__FNV_PRIME 0x100000001b3ull
 
-static uint64_t dh__mix(uint64_t h, const void *p, size_t n)
+uint64_t dh_op_hash(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) {
@@ -35,10 +36,6 @@ static uint64_t dh__mix(uint64_t h, const void *p, size_t n)
     }
     return h;
 }
-
-static uint64_t dh__mixu(uint64_t h, uint64_t v) { return dh__mix(h, &v, sizeof v); }
-
-static uint64_t dh__mixs(uint64_t h, const char *s) { return dh__mix(h, s, strlen(s) + 1); }
 
 /* ---- kernel names, once per function ---- */
 
@@ -101,7 +98,7 @@ static int dh__comm_kernel(const char *name)
     return 0;
 }
 
-static const dh__kname_t *dh__kname(const void *f, int driver)
+static const dh__kname_t *dh__kname_get(const void *f, int driver)
 {
     pthread_mutex_lock(&dh__kn_lock);
     dh__kname_t *e;
@@ -117,7 +114,7 @@ static const dh__kname_t *dh__kname(const void *f, int driver)
     e->key = f;
     e->driver = driver;
     dh__kname_lookup(f, driver, e->name, sizeof e->name);
-    e->hash = dh__mixs(DH__FNV_OFF, e->name);
+    e->hash = dh_op_hash(DH_OP_HASH_INIT, e->name, strlen(e->name) + 1);
     e->comm = dh__comm_kernel(e->name);
     pthread_mutex_lock(&dh__kn_lock);
     dh__kname_t *old;
@@ -132,9 +129,15 @@ static const dh__kname_t *dh__kname(const void *f, int driver)
     return e;
 }
 
-/* ---- descriptions ---- */
+const char *dh__kname(const void *f, int driver, uint64_t *hash, int *comm)
+{
+    const dh__kname_t *e = dh__kname_get(f, driver);
+    *hash = e ? e->hash : 0;
+    *comm = e ? e->comm : 0;
+    return e ? e->name : NULL;
+}
 
-static const char *dh__tname(int t)
+const char *dh__dtype_name(int t)
 {
     switch (t) {
     case CUDA_R_32F: return "f32";
@@ -147,144 +150,10 @@ static const char *dh__tname(int t)
     }
 }
 
-static void dh__desc_kernel(const dh_op_t *op, dh_op_desc_t *d)
-{
-    const void *f;
-    unsigned grid[3], block[3];
-    size_t shmem, nargs;
-    const unsigned char *args;
-    dh__kernel_view(op, &f, grid, block, &shmem, &args, &nargs);
-    const dh__kname_t *kn = dh__kname(f, op->kind == DH_OP_CU_KERNEL);
-    d->cls = kn && kn->comm ? DH_CLS_COMM : DH_CLS_COMPUTE;
-    d->sig = dh__mixu(kn ? kn->hash : 0, op->kind);
-    d->sig = dh__mix(d->sig, block, sizeof(unsigned) * 3);
-    d->sig = dh__mixu(d->sig, shmem);
-    d->shape = dh__mix(DH__FNV_OFF, grid, sizeof(unsigned) * 3);
-    snprintf(d->name, sizeof d->name, "%s", kn ? kn->name : "kernel");
-}
-
-static void dh__desc_gemm(const dh_op_t *op, dh_op_desc_t *d)
-{
-    dh__gemm_view_t v;
-    dh__gemm_view(op, &v);
-    int at = v.sgemm ? CUDA_R_32F : (int)v.at;
-    d->cls = DH_CLS_COMPUTE;
-    uint64_t h = dh__mixu(DH__FNV_OFF, op->kind);
-    h = dh__mixu(h, (uint64_t)v.sgemm | (uint64_t)(v.batch > 0) << 8 | (uint64_t)v.ta << 16 |
-                        (uint64_t)v.tb << 24);
-    h = dh__mixu(h, (uint64_t)at | (uint64_t)v.bt << 16 | (uint64_t)v.ct << 32);
-    d->sig = dh__mixu(h, (uint64_t)v.compute);
-    int64_t dims[] = {v.m, v.n, v.k, v.lda, v.ldb, v.ldc, v.batch, v.sa, v.sb, v.sc};
-    d->shape = dh__mix(DH__FNV_OFF, dims, sizeof dims);
-    double b = v.batch > 0 ? v.batch : 1;
-    d->flops = 2.0 * v.m * v.n * v.k * b;
-    char batch[24] = "";
-    if (v.batch > 0)
-        snprintf(batch, sizeof batch, " x%d", v.batch);
-    snprintf(d->name, sizeof d->name, "gemm %c,%c %dx%dx%d %s%s", v.ta == CUBLAS_OP_N ? 'n' : 't',
-             v.tb == CUBLAS_OP_N ? 'n' : 't', v.m, v.n, v.k, dh__tname(at), batch);
-}
-
-static void dh__desc_lt(const dh_op_t *op, dh_op_desc_t *d)
-{
-    dh__lt_view_t v;
-    dh__lt_view(op, &v);
-    d->cls = DH_CLS_COMPUTE;
-    uint64_t h = dh__mixu(DH__FNV_OFF, op->kind);
-    h = dh__mixu(h, (uint64_t)(uint32_t)v.ta | (uint64_t)(uint32_t)v.tb << 32);
-    d->sig = dh__mixu(h, (uint64_t)(uint32_t)v.type | (uint64_t)v.epilogue << 32);
-    uint64_t dims[] = {v.m, v.n, v.k, (uint64_t)v.batch};
-    d->shape = dh__mix(DH__FNV_OFF, dims, sizeof dims);
-    d->flops = 2.0 * (double)v.m * (double)v.n * (double)v.k * (v.batch > 0 ? v.batch : 1);
-    char batch[24] = "";
-    if (v.batch > 1)
-        snprintf(batch, sizeof batch, " x%d", v.batch);
-    snprintf(d->name, sizeof d->name, "lt %c,%c %llux%llux%llu %s%s", v.ta == CUBLAS_OP_N ? 'n' : 't',
-             v.tb == CUBLAS_OP_N ? 'n' : 't', (unsigned long long)v.m, (unsigned long long)v.n,
-             (unsigned long long)v.k, dh__tname(v.type), batch);
-}
-
-static const char *dh__copy_dir(enum cudaMemcpyKind k)
-{
-    switch (k) {
-    case cudaMemcpyHostToDevice: return "h2d";
-    case cudaMemcpyDeviceToHost: return "d2h";
-    case cudaMemcpyDeviceToDevice: return "d2d";
-    case cudaMemcpyHostToHost: return "h2h";
-    default: return "default";
-    }
-}
-
-void dh_op_describe(const dh_op_t *op, dh_op_desc_t *d)
-{
-    memset(d, 0, sizeof *d);
-    d->sig = dh__mixu(DH__FNV_OFF, op->kind);
-    d->shape = DH__FNV_OFF;
-    switch (op->kind) {
-    case DH_OP_KERNEL:
-    case DH_OP_CU_KERNEL:
-        dh__desc_kernel(op, d);
-        break;
-    case DH_OP_GEMM:
-        dh__desc_gemm(op, d);
-        break;
-    case DH_OP_LT_MATMUL:
-        dh__desc_lt(op, d);
-        break;
-    case DH_OP_MEMCPY: {
-        dh__copy_view_t c = dh__copy_view(op);
-        d->cls = DH_CLS_COPY;
-        d->sig = dh__mixu(d->sig, (uint64_t)c.kind);
-        d->shape = dh__mixu(DH__FNV_OFF, c.n);
-        d->bytes = c.n;
-        snprintf(d->name, sizeof d->name, "memcpy %s %zu", dh__copy_dir(c.kind), c.n);
-        break;
-    }
-    case DH_OP_MEMSET: {
-        void *dst;
-        size_t n;
-        dh__memset_view(op, &dst, &n);
-        d->cls = DH_CLS_COPY;
-        d->shape = dh__mixu(DH__FNV_OFF, n);
-        d->bytes = n;
-        snprintf(d->name, sizeof d->name, "memset %zu", n);
-        break;
-    }
-    case DH_OP_HOST_FUNC:
-        d->cls = DH_CLS_HOST;
-        snprintf(d->name, sizeof d->name, "host function");
-        break;
-    case DH_OP_NCCL:
-    case DH_OP_NCCL_GROUP:
-        d->cls = DH_CLS_COMM;
-        dh_nccl_op_describe(op, d);
-        break;
-    case DH_OP_EVENT_RECORD:
-    case DH_OP_EVENT_WAIT:
-        d->cls = DH_CLS_EVENT;
-        snprintf(d->name, sizeof d->name, "%s", op->kind == DH_OP_EVENT_RECORD ? "record" : "wait");
-        break;
-    case DH_OP_FREE_ASYNC:
-        d->cls = DH_CLS_FREE;
-        d->bytes = op->free_bytes;
-        snprintf(d->name, sizeof d->name, "free %zu", op->free_bytes);
-        break;
-    default:
-        d->cls = DH_CLS_HOST;
-        snprintf(d->name, sizeof d->name, "%s", dh_op_kind_name(op->kind));
-        break;
-    }
-}
-
 /* ---- footprints ---- */
 
-typedef struct dh__acc_buf {
-    dh_op_access_t *a;
-    int n, max, over;
-} dh__acc_buf_t;
-
-static void dh__add_born(dh__acc_buf_t *b, uintptr_t lo, size_t len, int write, uint64_t born,
-                         int strand)
+static void dh__fp_born(dh_op_fp_t *b, uintptr_t lo, size_t len, int write, uint64_t born,
+                        int strand)
 {
     if (!lo || !len)
         return;
@@ -302,8 +171,7 @@ static void dh__add_born(dh__acc_buf_t *b, uintptr_t lo, size_t len, int write, 
     b->a[b->n++] = (dh_op_access_t){lo, len, write, born, strand};
 }
 
-/* An exact range, stamped with the allocation it lies in (0 when none is known). */
-static void dh__add(dh__acc_buf_t *b, uintptr_t lo, size_t len, int write)
+void dh_op_fp_range(dh_op_fp_t *b, uintptr_t lo, size_t len, int write)
 {
     uintptr_t alo;
     size_t alen;
@@ -311,12 +179,10 @@ static void dh__add(dh__acc_buf_t *b, uintptr_t lo, size_t len, int write)
     int strand = -1;
     if (!lo || !len || !dh_memtab_find(lo, &alo, &alen, &born, &strand))
         born = 0, strand = -1;
-    dh__add_born(b, lo, len, write, born, strand);
+    dh__fp_born(b, lo, len, write, born, strand);
 }
 
-/* A pointer whose extent the op does not say: the allocation it points into. Unknown
- * memory is compared by its first byte (which still orders two uses of one pointer). */
-static void dh__add_alloc(dh__acc_buf_t *b, const void *p, int write)
+void dh_op_fp_alloc(dh_op_fp_t *b, const void *p, int write)
 {
     uintptr_t lo;
     size_t len;
@@ -325,113 +191,31 @@ static void dh__add_alloc(dh__acc_buf_t *b, const void *p, int write)
     if (!p)
         return;
     if (dh_memtab_find((uintptr_t)p, &lo, &len, &born, &strand))
-        dh__add_born(b, lo, len, write, born, strand);
+        dh__fp_born(b, lo, len, write, born, strand);
     else
-        dh__add(b, (uintptr_t)p, 1, write);
+        dh_op_fp_range(b, (uintptr_t)p, 1, write);
 }
 
-/* Bytes of a column-major matrix of rows x cols with leading dimension ld, batch copies
- * stride elements apart. */
-static size_t dh__mat_bytes(long long rows, long long cols, long long ld, int batch,
-                            long long stride, size_t esize)
+void dh__fp_alloc_of(dh_op_fp_t *b, uintptr_t v)
 {
-    if (rows <= 0 || cols <= 0 || ld <= 0 || !esize)
-        return 0;
-    long long n = (cols - 1) * ld + rows;
-    if (batch > 1)
-        n += (long long)(batch - 1) * (stride > 0 ? stride : 0);
-    return (size_t)n * esize;
+    uintptr_t lo;
+    size_t len;
+    uint64_t born;
+    int strand;
+    if (dh_memtab_find(v, &lo, &len, &born, &strand))
+        dh__fp_born(b, lo, len, DH_ACCESS_MAYBE, born, strand);
 }
 
-static void dh__fp_gemm(const dh_op_t *op, dh__acc_buf_t *b)
+void dh_op_fp_append(dh_op_fp_t *b, uintptr_t lo, size_t len, int write)
 {
-    dh__gemm_view_t v;
-    dh__gemm_view(op, &v);
-    size_t ea = v.sgemm ? 4 : dh__dtype_size(v.at), eb = v.sgemm ? 4 : dh__dtype_size(v.bt);
-    size_t ec = v.sgemm ? 4 : dh__dtype_size(v.ct);
-    int tA = v.ta != CUBLAS_OP_N, tB = v.tb != CUBLAS_OP_N;
-    size_t na = dh__mat_bytes(tA ? v.k : v.m, tA ? v.m : v.k, v.lda, v.batch, v.sa, ea);
-    size_t nb = dh__mat_bytes(tB ? v.n : v.k, tB ? v.k : v.n, v.ldb, v.batch, v.sb, eb);
-    size_t nc = dh__mat_bytes(v.m, v.n, v.ldc, v.batch, v.sc, ec);
-    if (na) dh__add(b, (uintptr_t)v.A, na, 0); else dh__add_alloc(b, v.A, 0);
-    if (nb) dh__add(b, (uintptr_t)v.B, nb, 0); else dh__add_alloc(b, v.B, 0);
-    if (nc) dh__add(b, (uintptr_t)v.C, nc, 1); else dh__add_alloc(b, v.C, 1);
-}
-
-static void dh__fp_kernel(const dh_op_t *op, dh__acc_buf_t *b)
-{
-    /* Each pointer-sized parameter that points into a known allocation: the kernel may read
-     * or write all of it. Pointers inside struct parameters are not looked for: the
-     * padding between a struct's fields holds stale stack bytes, which would make
-     * dependencies differ from run to run and from rank to rank. */
-    uintptr_t v[64];
-    size_t n = dh__kernel_pointer_params(op, v, 64);
-    for (size_t i = 0; i < n; i++) {
-        uintptr_t lo;
-        size_t len;
-        uint64_t born;
-        int strand;
-        if (dh_memtab_find(v[i], &lo, &len, &born, &strand))
-            dh__add_born(b, lo, len, DH_ACCESS_MAYBE, born, strand);
+    if (b->n >= b->max) {
+        b->over = 1;
+        return;
     }
-}
-
-int dh_op_footprint(const dh_op_t *op, dh_op_access_t *acc, int max)
-{
-    dh__acc_buf_t b = {acc, 0, max, 0};
-    switch (op->kind) {
-    case DH_OP_KERNEL:
-    case DH_OP_CU_KERNEL:
-        dh__fp_kernel(op, &b);
-        break;
-    case DH_OP_GEMM:
-        dh__fp_gemm(op, &b);
-        break;
-    case DH_OP_LT_MATMUL: {
-        dh__lt_view_t v;
-        dh__lt_view(op, &v);
-        dh__add_alloc(&b, v.A, 0);
-        dh__add_alloc(&b, v.B, 0);
-        dh__add_alloc(&b, v.C, 0);
-        dh__add_alloc(&b, v.D, 1);
-        for (int i = 0; i < v.nptrs; i++)
-            dh__add_alloc(&b, v.ptrs[i], DH_ACCESS_MAYBE);
-        break;
-    }
-    case DH_OP_MEMCPY: {
-        dh__copy_view_t c = dh__copy_view(op);
-        dh__add(&b, (uintptr_t)c.dst, c.n, 1);
-        if (!c.src_owned)
-            dh__add(&b, (uintptr_t)c.src, c.n, 0);
-        break;
-    }
-    case DH_OP_MEMSET: {
-        void *dst;
-        size_t n;
-        dh__memset_view(op, &dst, &n);
-        dh__add(&b, (uintptr_t)dst, n, 1);
-        break;
-    }
-    case DH_OP_NCCL:
-    case DH_OP_NCCL_GROUP:
-        if (dh_nccl_op_footprint(op, acc, max, &b.n) != 0) {
-            b.over = 1;
-            break;
-        }
-        for (int i = 0; i < b.n; i++) {
-            uintptr_t lo;
-            size_t len;
-            if (!dh_memtab_find(acc[i].lo, &lo, &len, &acc[i].born, &acc[i].astrand))
-                acc[i].born = 0, acc[i].astrand = -1;
-        }
-        break;
-    case DH_OP_EVENT_RECORD:
-    case DH_OP_EVENT_WAIT:
-    case DH_OP_FREE_ASYNC:
-        break;
-    default:
-        b.over = 1;
-        break;
-    }
-    return b.over ? -1 : b.n;
+    dh_op_access_t *a = &b->a[b->n++];
+    *a = (dh_op_access_t){lo, len, write, 0, -1};
+    uintptr_t alo;
+    size_t alen;
+    if (!dh_memtab_find(lo, &alo, &alen, &a->born, &a->astrand))
+        a->born = 0, a->astrand = -1;
 }

@@ -19,6 +19,7 @@
  */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -326,7 +327,7 @@ static dh_status_t dh__capture_launch(dh_op_t **out, const dh__launch_t *l)
     size_t o_attrs = o_argv + nargv * sizeof(void *);
     size_t o_extra = DH__ALIGN8(o_attrs + attr_bytes);
     size_t o_args = DH__ALIGN8(o_extra + extra_bytes);
-    dh_op_t *op = dh__op_new(l->kind, l->stream, dev, o_args + args_size);
+    dh_op_t *op = dh_op_alloc(l->kind, l->stream, dev, o_args + args_size);
     if (op == NULL)
         return DH_ERR_NOMEM;
     unsigned char *base = op->payload;
@@ -461,7 +462,7 @@ dh_status_t dh_op_capture_cu_kernel_ex(dh_op_t **out, const CUlaunchConfig *cfg,
 
 /* ---- replay ---- */
 
-int dh__replay_kernel(dh_op_t *op, const dh_replay_ctx_t *ctx)
+static int dh__replay_kernel(dh_op_t *op, const dh_replay_ctx_t *ctx)
 {
     const dh_real_t *r = dh_real();
     const dh__kernel_pl_t *p = (const dh__kernel_pl_t *)op->payload;
@@ -481,7 +482,7 @@ int dh__replay_kernel(dh_op_t *op, const dh_replay_ctx_t *ctx)
     return fn(&c, p->func, p->argv);
 }
 
-int dh__replay_cu_kernel(dh_op_t *op, const dh_replay_ctx_t *ctx)
+static int dh__replay_cu_kernel(dh_op_t *op, const dh_replay_ctx_t *ctx)
 {
     const dh_real_t *r = dh_real();
     const dh__kernel_pl_t *p = (const dh__kernel_pl_t *)op->payload;
@@ -504,34 +505,67 @@ int dh__replay_cu_kernel(dh_op_t *op, const dh_replay_ctx_t *ctx)
     return fn(&c, f, p->argv, p->extra);
 }
 
-void dh__kernel_view(const dh_op_t *op, const void **func, unsigned grid[3], unsigned block[3],
-                     size_t *shmem, const unsigned char **args, size_t *args_size)
+/* ---- what a launch is and what it touches ---- */
+
+/* Whether the arguments were copied (under the kernel_args test break they were not: none
+ * to read). */
+static int dh__args_owned(const dh_op_t *op, const dh__kernel_pl_t *p)
 {
-    const dh__kernel_pl_t *p = (const dh__kernel_pl_t *)op->payload;
-    *func = p->func;
-    memcpy(grid, p->grid, sizeof p->grid);
-    memcpy(block, p->block, sizeof p->block);
-    *shmem = p->shmem;
-    /* Under the kernel_args test break the arguments were not copied: none to read. */
-    int owned = p->argv == NULL || (const unsigned char *)p->argv > op->payload;
-    *args = owned ? op->payload + p->args_off : NULL;
-    *args_size = owned ? p->args_size : 0;
+    return p->argv == NULL || (const unsigned char *)p->argv > op->payload;
 }
 
-size_t dh__kernel_pointer_params(const dh_op_t *op, uintptr_t *out, size_t max)
+/* Signature: the kernel's name, the kind, block and dynamic shared memory; shape: the
+ * grid. */
+static void dh__kernel_describe(const dh_op_t *op, dh_op_desc_t *d)
 {
     const dh__kernel_pl_t *p = (const dh__kernel_pl_t *)op->payload;
-    int owned = p->argv == NULL || (const unsigned char *)p->argv > op->payload;
-    if (!owned || !p->pinfo)
-        return 0;
+    uint64_t hash;
+    int comm;
+    const char *name = dh__kname(p->func, op->kind == DH_OP_CU_KERNEL, &hash, &comm);
+    d->cls = comm ? DH_CLS_COMM : DH_CLS_COMPUTE;
+    d->sig = dh_op_hash_u64(hash, op->kind);
+    d->sig = dh_op_hash(d->sig, p->block, sizeof(unsigned) * 3);
+    d->sig = dh_op_hash_u64(d->sig, p->shmem);
+    d->shape = dh_op_hash(DH_OP_HASH_INIT, p->grid, sizeof(unsigned) * 3);
+    snprintf(d->name, sizeof d->name, "%s", name ? name : "kernel");
+}
+
+/* Each pointer-sized parameter that points into a known allocation: the kernel may read or
+ * write all of it. Only whole parameters, never bytes inside a struct parameter: the
+ * padding between a struct's fields holds stale stack bytes, which would make
+ * dependencies differ from run to run and from rank to rank. */
+static void dh__kernel_footprint(const dh_op_t *op, dh_op_fp_t *fp)
+{
+    const dh__kernel_pl_t *p = (const dh__kernel_pl_t *)op->payload;
+    if (!dh__args_owned(op, p) || !p->pinfo)
+        return;
     size_t n = 0;
-    for (uint32_t i = 0; i < p->pinfo->nparams && n < max; i++) {
+    for (uint32_t i = 0; i < p->pinfo->nparams && n < 64; i++) {
         if (p->pinfo->p[i].size != sizeof(uintptr_t))
             continue;
         uintptr_t v;
         memcpy(&v, op->payload + p->args_off + p->pinfo->p[i].off, sizeof v);
-        if (v)
-            out[n++] = v;
+        if (v) {
+            n++;
+            dh__fp_alloc_of(fp, v);
+        }
     }
-    return n;
 }
+
+const dh_op_kind_ops_t dh__kind_kernel = {
+    .name = "KERNEL",
+    .cls = DH_CLS_COMPUTE,
+    .flags = DH_OPK_TIMED,
+    .describe = dh__kernel_describe,
+    .footprint = dh__kernel_footprint,
+    .replay = dh__replay_kernel,
+};
+
+const dh_op_kind_ops_t dh__kind_cu_kernel = {
+    .name = "CU_KERNEL",
+    .cls = DH_CLS_COMPUTE,
+    .flags = DH_OPK_TIMED,
+    .describe = dh__kernel_describe,
+    .footprint = dh__kernel_footprint,
+    .replay = dh__replay_cu_kernel,
+};

@@ -19,6 +19,7 @@
  * framework runs itself), and the algo is a plain struct, copied by value.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -263,7 +264,7 @@ dh_status_t dh_op_capture_lt_matmul(dh_op_t **out, cublasLtHandle_t h,
     for (int i = 0; i < 4; i++)
         if (lay[i] != NULL)
             bytes += dh__lt_bound(r, 1, lay[i], lsz[i]);
-    dh_op_t *op = dh__op_new(DH_OP_LT_MATMUL, s, dev, bytes);
+    dh_op_t *op = dh_op_alloc(DH_OP_LT_MATMUL, s, dev, bytes);
     if (op == NULL)
         return DH_ERR_NOMEM;
     unsigned char *base = op->payload;
@@ -385,7 +386,7 @@ static int dh__lt_have_all(const dh_real_t *r)
            DH_REAL_FN(r, cublasLtMatrixLayoutGetAttribute) != NULL;
 }
 
-int dh__replay_lt(dh_op_t *op, const dh_replay_ctx_t *ctx)
+static int dh__replay_lt(dh_op_t *op, const dh_replay_ctx_t *ctx)
 {
     const dh_real_t *r = dh_real();
     const unsigned char *base = op->payload;
@@ -422,7 +423,22 @@ int dh__replay_lt(dh_op_t *op, const dh_replay_ctx_t *ctx)
     return st;
 }
 
-void dh__lt_view(const dh_op_t *op, dh__lt_view_t *v)
+/* ---- what a matmul is and what it touches ---- */
+
+/* What the descriptor and layouts say, read back from the captured records. */
+typedef struct dh__lt_view {
+    const void *A, *B, *C;
+    void *D;
+    int32_t ta, tb;             /* cublasOperation_t from the descriptor (0 when absent) */
+    uint64_t m, n, k;           /* from the D (or C) and A layouts; 0 when absent */
+    int32_t type;               /* cudaDataType of A (-1 when absent) */
+    int32_t batch;              /* batch count of D (1 when absent) */
+    uint32_t epilogue;
+    const void *ptrs[4];        /* bias, aux and scale pointers set in the descriptor */
+    int nptrs;
+} dh__lt_view_t;
+
+static void dh__lt_view(const dh_op_t *op, dh__lt_view_t *v)
 {
     const unsigned char *base = op->payload;
     const dh__lt_pl_t *p = (const dh__lt_pl_t *)base;
@@ -460,3 +476,45 @@ void dh__lt_view(const dh_op_t *op, dh__lt_view_t *v)
             v->type = (int32_t)t;
     }
 }
+
+/* Signature: transposes, A's type and the epilogue; shape: m, n, k and the batch. */
+static void dh__lt_describe(const dh_op_t *op, dh_op_desc_t *d)
+{
+    dh__lt_view_t v;
+    dh__lt_view(op, &v);
+    uint64_t h = dh_op_hash_u64(DH_OP_HASH_INIT, op->kind);
+    h = dh_op_hash_u64(h, (uint64_t)(uint32_t)v.ta | (uint64_t)(uint32_t)v.tb << 32);
+    d->sig = dh_op_hash_u64(h, (uint64_t)(uint32_t)v.type | (uint64_t)v.epilogue << 32);
+    uint64_t dims[] = {v.m, v.n, v.k, (uint64_t)v.batch};
+    d->shape = dh_op_hash(DH_OP_HASH_INIT, dims, sizeof dims);
+    d->flops = 2.0 * (double)v.m * (double)v.n * (double)v.k * (v.batch > 0 ? v.batch : 1);
+    char batch[24] = "";
+    if (v.batch > 1)
+        snprintf(batch, sizeof batch, " x%d", v.batch);
+    snprintf(d->name, sizeof d->name, "lt %c,%c %llux%llux%llu %s%s", v.ta == CUBLAS_OP_N ? 'n' : 't',
+             v.tb == CUBLAS_OP_N ? 'n' : 't', (unsigned long long)v.m, (unsigned long long)v.n,
+             (unsigned long long)v.k, dh__dtype_name(v.type), batch);
+}
+
+/* Whole allocations: the layouts' strides and orders make exact ranges costly to derive,
+ * and a matmul's operands are whole tensors in practice. */
+static void dh__lt_footprint(const dh_op_t *op, dh_op_fp_t *fp)
+{
+    dh__lt_view_t v;
+    dh__lt_view(op, &v);
+    dh_op_fp_alloc(fp, v.A, 0);
+    dh_op_fp_alloc(fp, v.B, 0);
+    dh_op_fp_alloc(fp, v.C, 0);
+    dh_op_fp_alloc(fp, v.D, 1);
+    for (int i = 0; i < v.nptrs; i++)
+        dh_op_fp_alloc(fp, v.ptrs[i], DH_ACCESS_MAYBE);
+}
+
+const dh_op_kind_ops_t dh__kind_lt = {
+    .name = "LT_MATMUL",
+    .cls = DH_CLS_COMPUTE,
+    .flags = DH_OPK_BLAS | DH_OPK_TIMED,
+    .describe = dh__lt_describe,
+    .footprint = dh__lt_footprint,
+    .replay = dh__replay_lt,
+};

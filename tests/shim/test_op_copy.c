@@ -280,6 +280,60 @@ static void test_kind_names(void **state)
     dh_op_free(NULL);
 }
 
+static int fake_replay(dh_op_t *op, const dh_replay_ctx_t *rc)
+{
+    (void)op;
+    (void)rc;
+    return 42;
+}
+
+/* Every kind defined in scheduler/ has a whole table named as the kind; the NCCL kinds get
+ * theirs by registration, which takes one table per kind and refuses a second. */
+static void test_kind_tables(void **state)
+{
+    (void)state;
+    for (int k = 0; k < DH_OP_KIND_COUNT; k++) {
+        const dh_op_kind_ops_t *t = dh_op_kind_ops((dh_op_kind_t)k);
+        if (k == DH_OP_NCCL || k == DH_OP_NCCL_GROUP) {
+            assert_null(t); /* no NCCL op was made in this process */
+            continue;
+        }
+        assert_non_null(t);
+        assert_string_equal(t->name, dh_op_kind_name((dh_op_kind_t)k));
+        assert_non_null(t->replay);
+        assert_non_null(t->describe);
+    }
+    assert_null(dh_op_kind_ops(DH_OP_KIND_COUNT));
+
+    static const dh_op_kind_ops_t fake = {.name = "NCCL", .replay = fake_replay};
+    static const dh_op_kind_ops_t other = {.name = "NCCL", .replay = fake_replay};
+    OPT_DH_IS(dh_op_kind_register(DH_OP_KIND_COUNT, &fake), DH_ERR_INVALID);
+    OPT_DH_IS(dh_op_kind_register(DH_OP_NCCL, NULL), DH_ERR_INVALID);
+    OPT_DH_IS(dh_op_kind_register(DH_OP_KERNEL, &fake), DH_ERR_INVALID);
+    OPT_DH_IS(dh_op_kind_register(DH_OP_NCCL, &fake), DH_OK);
+    OPT_DH_IS(dh_op_kind_register(DH_OP_NCCL, &fake), DH_OK);
+    OPT_DH_IS(dh_op_kind_register(DH_OP_NCCL, &other), DH_ERR_INVALID);
+    assert_ptr_equal(dh_op_kind_ops(DH_OP_NCCL), &fake);
+
+    /* An op of a registered kind goes through its table; one of a kind without a table is
+     * described by its name, may touch anything and is not replayed. */
+    dh_replay_ctx_t rctx = {0};
+    dh_op_t *op = dh_op_alloc(DH_OP_NCCL, fw_stream, 0, 0);
+    assert_non_null(op);
+    assert_int_equal(dh_op_replay(op, &rctx), 42);
+    dh_op_free(op);
+    op = dh_op_alloc(DH_OP_NCCL_GROUP, fw_stream, 0, 0);
+    assert_non_null(op);
+    dh_op_desc_t d;
+    dh_op_describe(op, &d);
+    assert_string_equal(d.name, "NCCL_GROUP");
+    dh_op_access_t acc[4];
+    assert_int_equal(dh_op_footprint(op, acc, 4), -1);
+    assert_int_equal(dh_op_replay(op, &rctx), cudaErrorInvalidValue);
+    assert_int_equal(dh_op_validate(op), 0);
+    dh_op_free(op);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -293,6 +347,7 @@ int main(void)
         cmocka_unit_test(test_free_async),
         cmocka_unit_test(test_pending_error_preserved),
         cmocka_unit_test(test_kind_names),
+        cmocka_unit_test(test_kind_tables),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -386,7 +386,7 @@ static long long meta_int(json_t *stats, const char *key)
 static void expect_meta(fx_t *f, const char *mode, int deferring)
 {
     static const char *const kinds[] = {
-#define KIND(id, cls) #id,
+#define KIND(id) #id,
         DH_OP_KINDS(KIND)
 #undef KIND
     };
