@@ -90,7 +90,9 @@
     X(CUDART, cudaError_t, cudaFreeHost, (void *ptr), (ptr))
 
 #define DH_HOOKS_CUDART_FORWARD(X)                                                          \
-    X(CUDART, cudaError_t, cudaMalloc, (void **devPtr, size_t size), (devPtr, size))
+    X(CUDART, cudaError_t, cudaMalloc, (void **devPtr, size_t size), (devPtr, size))        \
+    X(CUDART, cudaError_t, cudaGetLastError, (void), ())                                    \
+    X(CUDART, cudaError_t, cudaPeekAtLastError, (void), ())
 
 #define DH_HOOKS_CUDART(X) DH_HOOKS_CUDART_CAPTURE(X) DH_HOOKS_CUDART_SYNC(X) \
     DH_HOOKS_CUDART_FORWARD(X)

@@ -55,6 +55,8 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
     DH__META_NUM("max_queue_depth", st.max_queue_depth);
     DH__META_NUM("max_deferred_free_bytes", st.max_deferred_bytes);
     DH__META_NUM("replay_errors", st.replay_errors);
+    DH__META_NUM("call_rejects", st.call_rejects);
+    DH__META_NUM("call_learns", st.call_learns);
     DH__META_NUM("cross_strand_barriers", st.cross_strand_barriers);
     DH__META_NUM("paired_groups", st.paired_groups);
     DH__META_NUM("dependency_moves", st.dependency_moves);

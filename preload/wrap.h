@@ -23,25 +23,51 @@ static inline int dh__may_defer(void) { return dh__hook_depth == 1 && dh_sched_d
     if (real_ == NULL)                                                                     \
         return (ret)dh__hook_missing(DH_HOOK_##name)
 
+/* What a forwarded call of library lib returns when it succeeded but a deferred op's replay
+ * failed before it: the runtime and the driver report asynchronous errors at any call
+ * that could have met them, so a runtime or driver call returns the pending error (in its
+ * own API's type) in place of success, once; cuBLAS, cuBLASLt and NCCL calls never report
+ * CUDA errors, so the error stays pending for the next call that does (invariant 8). */
+static inline int dh__report(int lib, int rc)
+{
+    if (rc != 0 || (lib != DH_HOOK_LIB_CUDART && lib != DH_HOOK_LIB_CUDA))
+        return rc;
+    int pending = dh_sched_error_take();
+    return lib == DH_HOOK_LIB_CUDA ? (int)dh_cuda_to_cu(pending) : pending;
+}
+
 /* A call that enqueues stream work: CAPTURE (an expression of op_ and the parameters,
- * returning dh_status_t) makes the op, which is queued, and the call returns OK. A call the
- * capture refuses drains what is queued and is forwarded, in program order. */
+ * returning dh_status_t) makes the op. When its kind's validate (op.h) agrees that the
+ * real call would accept it here, the op is queued and the call returns OK. Otherwise (a
+ * call the library rejects at the call, or one only the library can judge, whose answer
+ * is then learnt), and for a call the capture refuses, what is queued is drained and the
+ * call is forwarded in program order: the program gets the library's own status at the
+ * call, and a runtime or driver call also any error a replay left pending. */
 #define DH_WRAP_CAPTURE(lib, ret, name, params, args, CAPTURE, OK)                         \
     DH_HOOK_EXPORT ret name params                                                         \
     {                                                                                      \
         DH_WRAP_ENTER(lib, ret, name);                                                     \
         if (dh__may_defer()) {                                                             \
             dh_op_t *op_ = NULL;                                                           \
+            int valid_ = 1;                                                                \
             if ((CAPTURE) == DH_OK) {                                                      \
-                dh_sched_submit(op_);                                                      \
-                dh__hook_leave();                                                          \
-                return OK;                                                                 \
+                if ((valid_ = dh_op_validate(op_)) == 0) {                                 \
+                    dh_sched_submit(op_);                                                  \
+                    dh__hook_leave();                                                      \
+                    return OK;                                                             \
+                }                                                                          \
+                dh_sched_count_rejected(valid_ > 0);                                       \
             }                                                                              \
             dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                         \
             ret rc_ = real_ args;                                                          \
             dh_sched_forwarded();                                                          \
+            if (op_ != NULL) {                                                             \
+                if (valid_ < 0)                                                            \
+                    dh_op_learn(op_, (int)rc_);                                            \
+                dh_op_free(op_);                                                           \
+            }                                                                              \
             dh__hook_leave();                                                              \
-            return rc_;                                                                    \
+            return (ret)dh__report(DH_HOOK_LIB_##lib, (int)rc_);                           \
         }                                                                                  \
         ret rc_ = real_ args;                                                              \
         dh__hook_leave();                                                                  \
@@ -50,19 +76,19 @@ static inline int dh__may_defer(void) { return dh__hook_depth == 1 && dh_sched_d
 
 /* A call that waits, observes progress, or enqueues work the shim cannot capture: drain
  * (REASON, unless SKIP is true: a test break), then forward. When REPORT is true, an
- * asynchronous error of a deferred op is returned in place of success. */
+ * asynchronous error of a deferred op is returned in place of success (dh__report). */
 #define DH_WRAP_DRAIN(lib, ret, name, params, args, REASON, SKIP, REPORT)                  \
     DH_HOOK_EXPORT ret name params                                                         \
     {                                                                                      \
         DH_WRAP_ENTER(lib, ret, name);                                                     \
-        int pending_ = 0, defer_ = dh__may_defer();                                        \
+        int defer_ = dh__may_defer();                                                      \
         if (defer_ && !(SKIP))                                                             \
-            pending_ = dh_sched_drain(REASON);                                             \
+            dh_sched_drain(REASON);                                                        \
         ret rc_ = real_ args;                                                              \
         if (defer_)                                                                        \
             dh_sched_forwarded(); /* later strand-1 work must follow this call */         \
         dh__hook_leave();                                                                  \
-        return (REPORT) && rc_ == (ret)0 && pending_ ? (ret)pending_ : rc_;                \
+        return (REPORT) ? (ret)dh__report(DH_HOOK_LIB_##lib, (int)rc_) : rc_;              \
     }
 
 #endif

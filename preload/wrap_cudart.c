@@ -215,3 +215,27 @@ DH_HOOK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
     dh__hook_leave();
     return rc;
 }
+
+/* The thread's last error, or else a replay failure no call has reported yet (scheduler.h
+ * dh_sched_error_take): PyTorch reads it after every launch (C10_CUDA_KERNEL_LAUNCH_CHECK),
+ * so this costs one relaxed load when nothing is pending. A real error of the thread comes
+ * first and the pending one waits for the next report, so neither is lost. */
+DH_HOOK_EXPORT cudaError_t cudaGetLastError(void)
+{
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaGetLastError);
+    cudaError_t rc = real_();
+    if (rc == cudaSuccess)
+        rc = (cudaError_t)dh_sched_error_take();
+    dh__hook_leave();
+    return rc;
+}
+
+DH_HOOK_EXPORT cudaError_t cudaPeekAtLastError(void)
+{
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaPeekAtLastError);
+    cudaError_t rc = real_();
+    if (rc == cudaSuccess)
+        rc = (cudaError_t)dh_sched_error_peek();
+    dh__hook_leave();
+    return rc;
+}

@@ -336,7 +336,7 @@ static int dh__legacy_order(const dh_op_t *op, cudaStream_t target)
     return rc;
 }
 
-static int dh__replay_one(dh_op_t *op, int strand)
+static int dh__replay_raw(dh_op_t *op, int strand)
 {
     const dh_real_t *R = dh_real();
     dh__set_device(op->device);
@@ -362,6 +362,14 @@ static int dh__replay_one(dh_op_t *op, int strand)
         ctx.record_event = ctx.wait_event = i->ev;
     }
     return dh_op_replay(op, &ctx);
+}
+
+/* Replays op; a failure comes back as the cudaError_t the program is told (read on this
+ * thread right after the replay: a cuBLAS failure as the CUDA error the library left). */
+static int dh__replay_one(dh_op_t *op, int strand)
+{
+    int rc = dh__replay_raw(op, strand);
+    return rc ? dh_op_status_to_cuda(op, rc) : 0;
 }
 
 /* Profile mode brackets every stream op with two events (profile_rec.h). */
@@ -393,10 +401,10 @@ static void dh__retire(dh_op_t *op, int rc)
     }
     if (rc) {
         dh__s.stats.replay_errors++;
-        if (op->device >= 0 && op->device < DH_MAX_DEVICES && !dh__s.pending_error[op->device])
-            dh__s.pending_error[op->device] = rc;
-        DH_WARN_ONCE(SCHED, "a deferred %s failed when replayed (status %d); the next "
-                     "synchronising call returns the error", dh_op_kind_name(op->kind), rc);
+        dh__sched_error_note(rc, dh_op_kind_name(op->kind));
+        DH_WARN_ONCE(SCHED, "a deferred %s failed when replayed (CUDA error %d); the next "
+                     "call that reports asynchronous errors returns it",
+                     dh_op_kind_name(op->kind), rc);
     }
     dh__s.held--;
     dh_op_free(op);

@@ -404,6 +404,68 @@ static const dh_op_kind_ops_t dh__kind_free_async = {
     .replay = dh__replay_free,
 };
 
+/* ---- statuses across API families ---- */
+
+/* Codes that mean the same in the runtime and the driver and carry the same number (CUDA
+ * numbers them alike since 10.1; the asserts check these against the headers in use). */
+#define DH__SHARED_CODES(X)                                               \
+    X(cudaErrorInvalidValue, CUDA_ERROR_INVALID_VALUE)                    \
+    X(cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY)                \
+    X(cudaErrorInitializationError, CUDA_ERROR_NOT_INITIALIZED)           \
+    X(cudaErrorCudartUnloading, CUDA_ERROR_DEINITIALIZED)                 \
+    X(cudaErrorInvalidDevice, CUDA_ERROR_INVALID_DEVICE)                  \
+    X(cudaErrorInvalidKernelImage, CUDA_ERROR_INVALID_IMAGE)              \
+    X(cudaErrorDeviceUninitialized, CUDA_ERROR_INVALID_CONTEXT)           \
+    X(cudaErrorInvalidResourceHandle, CUDA_ERROR_INVALID_HANDLE)          \
+    X(cudaErrorSymbolNotFound, CUDA_ERROR_NOT_FOUND)                      \
+    X(cudaErrorNotReady, CUDA_ERROR_NOT_READY)                            \
+    X(cudaErrorIllegalAddress, CUDA_ERROR_ILLEGAL_ADDRESS)                \
+    X(cudaErrorLaunchOutOfResources, CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)  \
+    X(cudaErrorLaunchTimeout, CUDA_ERROR_LAUNCH_TIMEOUT)                  \
+    X(cudaErrorLaunchFailure, CUDA_ERROR_LAUNCH_FAILED)                   \
+    X(cudaErrorNotSupported, CUDA_ERROR_NOT_SUPPORTED)                    \
+    X(cudaErrorUnknown, CUDA_ERROR_UNKNOWN)
+
+#define DH__SAME(rt, drv) _Static_assert((int)rt == (int)drv, #rt " != " #drv);
+DH__SHARED_CODES(DH__SAME)
+#undef DH__SAME
+
+static int dh__shared_code(int code)
+{
+    switch (code) {
+#define DH__CASE(rt, drv) case (int)rt:
+        DH__SHARED_CODES(DH__CASE)
+#undef DH__CASE
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+CUresult dh_cuda_to_cu(int cuda_err)
+{
+    return cuda_err == 0 ? CUDA_SUCCESS
+                         : dh__shared_code(cuda_err) ? (CUresult)cuda_err : CUDA_ERROR_UNKNOWN;
+}
+
+int dh_op_status_to_cuda(const dh_op_t *op, int rc)
+{
+    if (rc == 0)
+        return 0;
+    const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
+    switch (k != NULL ? k->api : DH_OP_API_RUNTIME) {
+    case DH_OP_API_DRIVER:
+        return dh__shared_code(rc) ? rc : cudaErrorUnknown;
+    case DH_OP_API_CUBLAS: {
+        dh_real_cudaGetLastError_t last = DH_REAL_FN(dh_real(), cudaGetLastError);
+        cudaError_t e = last != NULL ? last() : cudaSuccess;
+        return e != cudaSuccess ? (int)e : cudaErrorUnknown;
+    }
+    default:
+        return rc;
+    }
+}
+
 /* ---- the record's life: dispatch through the kind's table ---- */
 
 void dh_op_describe(const dh_op_t *op, dh_op_desc_t *d)
@@ -433,6 +495,44 @@ int dh_op_validate(const dh_op_t *op)
 {
     const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
     return k != NULL && k->validate != NULL ? k->validate(op) : 0;
+}
+
+void dh_op_learn(const dh_op_t *op, int rc)
+{
+    const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
+    if (k != NULL && k->learn != NULL)
+        k->learn(op, rc);
+}
+
+/* Open addressing over 4096 slots; 0 marks a free slot (a key of 0 is stored as 1). */
+#define DH__ACCEPT_SLOTS 4096u
+static _Atomic uint64_t dh__accepted[DH__ACCEPT_SLOTS];
+
+int dh_op_accepted(uint64_t key)
+{
+    key = key ? key : 1;
+    for (unsigned i = 0; i < DH__ACCEPT_SLOTS; i++) {
+        uint64_t v = atomic_load_explicit(&dh__accepted[(key + i) & (DH__ACCEPT_SLOTS - 1)],
+                                          memory_order_relaxed);
+        if (v == key)
+            return 1;
+        if (v == 0)
+            return 0;
+    }
+    return 0;
+}
+
+void dh_op_accept(uint64_t key)
+{
+    key = key ? key : 1;
+    for (unsigned i = 0; i < DH__ACCEPT_SLOTS; i++) {
+        _Atomic uint64_t *slot = &dh__accepted[(key + i) & (DH__ACCEPT_SLOTS - 1)];
+        uint64_t expect = 0;
+        if (atomic_compare_exchange_strong_explicit(slot, &expect, key, memory_order_relaxed,
+                                                    memory_order_relaxed) ||
+            expect == key)
+            return;
+    }
 }
 
 int dh_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx)

@@ -247,6 +247,14 @@ void dh_op_fp_append(dh_op_fp_t *fp, uintptr_t lo, size_t len, int write);
 uint64_t dh_op_hash(uint64_t h, const void *p, size_t n);
 static inline uint64_t dh_op_hash_u64(uint64_t h, uint64_t v) { return dh_op_hash(h, &v, sizeof v); }
 
+/* The API family whose status type a kind's replay returns. */
+typedef enum dh_op_api {
+    DH_OP_API_RUNTIME,      /* cudaError_t */
+    DH_OP_API_DRIVER,       /* CUresult */
+    DH_OP_API_CUBLAS,       /* cublasStatus_t (cuBLAS and cuBLASLt) */
+    DH_OP_API_NCCL,         /* its replay reports failures itself (nccl_op.h) and returns 0 */
+} dh_op_api_t;
+
 enum {
     DH_OPK_BLAS = 1u << 0,  /* its replay needs the strand's cuBLAS/cuBLASLt handle and
                                workspace in the replay context */
@@ -260,6 +268,7 @@ typedef struct dh_op_kind_ops {
     int cls;                   /* the dh_opclass_t (plan/plan.h) of its ops, which describe
                                   may refine (a kernel named like a collective is COMM) */
     unsigned flags;            /* DH_OPK_* */
+    dh_op_api_t api;           /* the status type of replay */
     /* Fills d (zeroed, d->cls = cls, d->sig = hash of the kind, d->shape = DH_OP_HASH_INIT
      * on entry): signature, shape, name, bytes, flops, comm. NULL: the defaults stay and
      * the name is the kind's. */
@@ -271,6 +280,9 @@ typedef struct dh_op_kind_ops {
      * a non-zero answer makes the wrapper forward the call instead (issue 13). NULL:
      * nothing to check beyond what the capture itself refuses. */
     int (*validate)(const dh_op_t *op);
+    /* After validate said -1 and the call was forwarded: the library answered rc (the
+     * kind's api). NULL: nothing to learn. */
+    void (*learn)(const dh_op_t *op, int rc);
     /* Issues the op on ctx->stream with the real entry points; the API's status as an int
      * (cudaError_t, CUresult or cublasStatus_t: 0 is success in all three). */
     int (*replay)(dh_op_t *op, const dh_replay_ctx_t *ctx);
@@ -291,8 +303,28 @@ const dh_op_kind_ops_t *dh_op_kind_ops(dh_op_kind_t k);
  * memory. For modules that capture a kind; the capture functions above use it too. */
 dh_op_t *dh_op_alloc(dh_op_kind_t k, cudaStream_t s, int device, size_t payload);
 
-/* The kind's table's validate (0 when it has none). Capturing thread. */
+/* The kind's table's validate (0 when it has none), and learn (nothing when it has none).
+ * Capturing thread. */
 int dh_op_validate(const dh_op_t *op);
+void dh_op_learn(const dh_op_t *op, int rc);
+
+/* A process-wide set of static signatures the real library has accepted (the answers
+ * validate cannot know: which type combinations cuBLAS implements). Lock-free; a full set
+ * answers "unknown" (the call is then forwarded, which is always correct). */
+int dh_op_accepted(uint64_t key);
+void dh_op_accept(uint64_t key);
+
+/* A replay of op failed with status rc (its kind's api): the cudaError_t a program is told
+ * when it is reported later. Runtime errors stay as they are; driver errors become the
+ * runtime error of the same meaning (CUDA numbers the shared ones alike), else
+ * cudaErrorUnknown; a cuBLAS failure becomes the CUDA error the library left on this
+ * thread (a failed launch inside it), else cudaErrorUnknown: call it on the replaying
+ * thread right after the replay. */
+int dh_op_status_to_cuda(const dh_op_t *op, int rc);
+
+/* A runtime error as the driver API reports it (CUDA_ERROR_UNKNOWN where the two APIs
+ * have no common code). */
+CUresult dh_cuda_to_cu(int cuda_err);
 
 /* ---- the shim's mirror of framework cuBLAS handles ----
  * Wrappers of cublasSetStream/SetWorkspace/SetMathMode/SetPointerMode/SetAtomicsMode

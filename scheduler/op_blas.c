@@ -305,11 +305,57 @@ static void dh__gemm_footprint(const dh_op_t *op, dh_op_fp_t *fp)
     if (nc) dh_op_fp_range(fp, (uintptr_t)p->C, nc, 1); else dh_op_fp_alloc(fp, p->C, 1);
 }
 
+/* ---- what cuBLAS checks at the call ---- */
+
+static int dh__max1(int v) { return v > 1 ? v : 1; }
+
+/* The checks cuBLAS documents for its GEMMs ("Return values" of cublas<t>gemm,
+ * cublasGemmEx and the strided-batched forms, cuBLAS library documentation, section 2.7
+ * cuBLAS Level-3 / BLAS-like extension): m, n or k < 0, a transpose that is not N, T or C,
+ * lda < max(1, rows of A as stored), ldb likewise, ldc < max(1, m) ->
+ * CUBLAS_STATUS_INVALID_VALUE (batchCount <= 0 never reaches here: the capture forwards it).
+ * Which type and compute-type combinations cublasGemmEx implements (NOT_SUPPORTED
+ * otherwise) only the library can tell: the first call of each combination is forwarded
+ * and a success remembered (dh_op_accept); fp32 cublasSgemm needs no such answer. */
+static uint64_t dh__gemm_combo(const dh_op_t *op, const dh__gemm_pl_t *p)
+{
+    uint64_t h = dh_op_hash_u64(DH_OP_HASH_INIT, op->kind);
+    h = dh_op_hash_u64(h, (uint64_t)p->sgemm | (uint64_t)(p->batch > 0) << 8);
+    h = dh_op_hash_u64(h, (uint64_t)p->at | (uint64_t)p->bt << 16 | (uint64_t)p->ct << 32);
+    h = dh_op_hash_u64(h, (uint64_t)p->compute | (uint64_t)(uint32_t)p->algo << 32);
+    return dh_op_hash_u64(h, (uint64_t)p->st.math);
+}
+
+static int dh__gemm_validate(const dh_op_t *op)
+{
+    const dh__gemm_pl_t *p = (const dh__gemm_pl_t *)op->payload;
+    if (p->m < 0 || p->n < 0 || p->k < 0)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if ((p->ta != CUBLAS_OP_N && p->ta != CUBLAS_OP_T && p->ta != CUBLAS_OP_C) ||
+        (p->tb != CUBLAS_OP_N && p->tb != CUBLAS_OP_T && p->tb != CUBLAS_OP_C))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    int rows_a = p->ta == CUBLAS_OP_N ? p->m : p->k, rows_b = p->tb == CUBLAS_OP_N ? p->k : p->n;
+    if (p->lda < dh__max1(rows_a) || p->ldb < dh__max1(rows_b) || p->ldc < dh__max1(p->m))
+        return CUBLAS_STATUS_INVALID_VALUE;
+    if (p->sgemm)
+        return 0;
+    return dh_op_accepted(dh__gemm_combo(op, p)) ? 0 : -1;
+}
+
+static void dh__gemm_learn(const dh_op_t *op, int rc)
+{
+    if (rc == CUBLAS_STATUS_SUCCESS)
+        dh_op_accept(dh__gemm_combo(op, (const dh__gemm_pl_t *)op->payload));
+}
+
 const dh_op_kind_ops_t dh__kind_gemm = {
     .name = "GEMM",
     .cls = DH_CLS_COMPUTE,
     .flags = DH_OPK_BLAS | DH_OPK_TIMED,
+    .api = DH_OP_API_CUBLAS,
     .describe = dh__gemm_describe,
     .footprint = dh__gemm_footprint,
+    .validate = dh__gemm_validate,
+    .learn = dh__gemm_learn,
     .replay = dh__replay_gemm,
 };

@@ -552,12 +552,57 @@ static void dh__kernel_footprint(const dh_op_t *op, dh_op_fp_t *fp)
     }
 }
 
+/* ---- what a launch is checked for at the call ---- */
+
+/* Launch configurations CUDA refuses at the call (cudaErrorInvalidConfiguration from the
+ * runtime, CUDA_ERROR_INVALID_VALUE from the driver; CUDA C Programming Guide, "Compute
+ * Capabilities", table of technical specifications, the same for every architecture
+ * since 2.0): a zero dimension, a block over 1024 threads or over 1024 x 1024 x 64, a
+ * grid over 2^31-1 x 65535 x 65535. validate answers "forward" for these (a nonzero
+ * status, never used itself: the program gets the real call's). Dynamic shared memory
+ * over the 48 KiB every device allows depends on the kernel's own attribute: the first
+ * launch of each (kernel, block, size) is forwarded and a success remembered. */
+#define DH__SMEM_ALWAYS ((size_t)48 << 10)
+
+static uint64_t dh__smem_key(const dh_op_t *op, const dh__kernel_pl_t *p)
+{
+    uint64_t h = dh_op_hash_u64(DH_OP_HASH_INIT, (uint64_t)(uintptr_t)p->func);
+    h = dh_op_hash_u64(h, op->kind);
+    h = dh_op_hash(h, p->block, sizeof p->block);
+    return dh_op_hash_u64(h, p->shmem);
+}
+
+static int dh__kernel_validate(const dh_op_t *op)
+{
+    const dh__kernel_pl_t *p = (const dh__kernel_pl_t *)op->payload;
+    int bad = cudaErrorInvalidConfiguration;
+    for (int i = 0; i < 3; i++)
+        if (p->grid[i] == 0 || p->block[i] == 0)
+            return bad;
+    if (p->block[0] > 1024 || p->block[1] > 1024 || p->block[2] > 64 ||
+        (uint64_t)p->block[0] * p->block[1] * p->block[2] > 1024)
+        return bad;
+    if (p->grid[0] > 0x7fffffffu || p->grid[1] > 65535 || p->grid[2] > 65535)
+        return bad;
+    if (p->shmem > DH__SMEM_ALWAYS && !dh_op_accepted(dh__smem_key(op, p)))
+        return -1;
+    return 0;
+}
+
+static void dh__kernel_learn(const dh_op_t *op, int rc)
+{
+    if (rc == 0)
+        dh_op_accept(dh__smem_key(op, (const dh__kernel_pl_t *)op->payload));
+}
+
 const dh_op_kind_ops_t dh__kind_kernel = {
     .name = "KERNEL",
     .cls = DH_CLS_COMPUTE,
     .flags = DH_OPK_TIMED,
     .describe = dh__kernel_describe,
     .footprint = dh__kernel_footprint,
+    .validate = dh__kernel_validate,
+    .learn = dh__kernel_learn,
     .replay = dh__replay_kernel,
 };
 
@@ -565,7 +610,10 @@ const dh_op_kind_ops_t dh__kind_cu_kernel = {
     .name = "CU_KERNEL",
     .cls = DH_CLS_COMPUTE,
     .flags = DH_OPK_TIMED,
+    .api = DH_OP_API_DRIVER,
     .describe = dh__kernel_describe,
     .footprint = dh__kernel_footprint,
+    .validate = dh__kernel_validate,
+    .learn = dh__kernel_learn,
     .replay = dh__replay_cu_kernel,
 };

@@ -510,11 +510,92 @@ static void dh__lt_footprint(const dh_op_t *op, dh_op_fp_t *fp)
         dh_op_fp_alloc(fp, v.ptrs[i], DH_ACCESS_MAYBE);
 }
 
+/* ---- what cuBLASLt checks at the call ---- */
+
+/* A layout's rows, columns and leading dimension, when it is column-major (the default
+ * order); 0 when another order or the layout is absent. */
+static int dh__lt_colmajor(const unsigned char *base, const dh__lt_obj_t *o, uint64_t *rows,
+                           uint64_t *cols, int64_t *ld)
+{
+    if (!o->present)
+        return 0;
+    int32_t order = CUBLASLT_ORDER_COL;
+    dh__lt_value(base, o, CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof order);
+    *rows = *cols = 0;
+    *ld = 0;
+    dh__lt_value(base, o, CUBLASLT_MATRIX_LAYOUT_ROWS, rows, sizeof *rows);
+    dh__lt_value(base, o, CUBLASLT_MATRIX_LAYOUT_COLS, cols, sizeof *cols);
+    dh__lt_value(base, o, CUBLASLT_MATRIX_LAYOUT_LD, ld, sizeof *ld);
+    return order == CUBLASLT_ORDER_COL;
+}
+
+/* The static signature of a matmul for what only cuBLASLt can judge (which type, compute,
+ * scale and epilogue combinations it implements): the descriptor's and layouts' records
+ * but for the pointer attributes and the layouts' sizes. */
+static uint64_t dh__lt_combo(const dh_op_t *op)
+{
+    const unsigned char *base = op->payload;
+    const dh__lt_pl_t *p = (const dh__lt_pl_t *)base;
+    uint64_t h = dh_op_hash_u64(DH_OP_HASH_INIT, op->kind);
+    static const cublasLtMatmulDescAttributes_t desc_attrs[] = {
+        CUBLASLT_MATMUL_DESC_COMPUTE_TYPE, CUBLASLT_MATMUL_DESC_SCALE_TYPE,
+        CUBLASLT_MATMUL_DESC_POINTER_MODE, CUBLASLT_MATMUL_DESC_TRANSA,
+        CUBLASLT_MATMUL_DESC_TRANSB, CUBLASLT_MATMUL_DESC_EPILOGUE,
+        CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE};
+    for (size_t i = 0; i < sizeof desc_attrs / sizeof desc_attrs[0]; i++) {
+        int64_t v = -1;
+        dh__lt_value(base, &p->desc, desc_attrs[i], &v, sizeof(int32_t));
+        h = dh_op_hash_u64(h, (uint64_t)v);
+    }
+    for (int l = 0; l < 4; l++) {
+        int64_t t = -1, order = -1;
+        dh__lt_value(base, &p->layout[l], CUBLASLT_MATRIX_LAYOUT_TYPE, &t, sizeof(int32_t));
+        dh__lt_value(base, &p->layout[l], CUBLASLT_MATRIX_LAYOUT_ORDER, &order, sizeof(int32_t));
+        h = dh_op_hash_u64(h, (uint64_t)t | (uint64_t)p->layout[l].present << 40);
+        h = dh_op_hash_u64(h, (uint64_t)order);
+    }
+    return dh_op_hash_u64(h, (uint64_t)p->has_algo);
+}
+
+/* cuBLASLt rejects a column-major layout whose leading dimension is below its rows
+ * (CUBLAS_STATUS_INVALID_VALUE, cublasLtMatmul "Return values": "the parameters are
+ * unexpectedly NULL, in conflict or in an impossible configuration"), and a matmul whose
+ * A, B, C and D shapes disagree; the rest (combinations it implements) is learnt per
+ * static signature. A NULL descriptor or layout of A, B or C is the real call's to
+ * report. */
+static int dh__lt_validate(const dh_op_t *op)
+{
+    const unsigned char *base = op->payload;
+    const dh__lt_pl_t *p = (const dh__lt_pl_t *)base;
+    if (p->by_ref)
+        return 0; /* the LT_DESC test break replays the framework's own objects */
+    if (!p->desc.present || !p->layout[0].present || !p->layout[1].present ||
+        !p->layout[2].present)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    for (int l = 0; l < 4; l++) {
+        uint64_t rows, cols;
+        int64_t ld;
+        if (dh__lt_colmajor(base, &p->layout[l], &rows, &cols, &ld) &&
+            (ld < 1 || (uint64_t)ld < rows))
+            return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    return dh_op_accepted(dh__lt_combo(op)) ? 0 : -1;
+}
+
+static void dh__lt_learn(const dh_op_t *op, int rc)
+{
+    if (rc == CUBLAS_STATUS_SUCCESS)
+        dh_op_accept(dh__lt_combo(op));
+}
+
 const dh_op_kind_ops_t dh__kind_lt = {
     .name = "LT_MATMUL",
     .cls = DH_CLS_COMPUTE,
     .flags = DH_OPK_BLAS | DH_OPK_TIMED,
+    .api = DH_OP_API_CUBLAS,
     .describe = dh__lt_describe,
     .footprint = dh__lt_footprint,
+    .validate = dh__lt_validate,
+    .learn = dh__lt_learn,
     .replay = dh__replay_lt,
 };

@@ -572,7 +572,7 @@ static int dh__program_sync(dh_drain_reason_t why)
     }
 }
 
-int dh_sched_drain(dh_drain_reason_t why)
+void dh_sched_drain(dh_drain_reason_t why)
 {
     pthread_mutex_lock(&dh__s.lock);
     dh__s.stats.drains[why]++;
@@ -589,15 +589,49 @@ int dh_sched_drain(dh_drain_reason_t why)
     pthread_cond_signal(&dh__s.work);
     while (dh__s.low_water < target && dh__s.started)
         pthread_cond_wait(&dh__s.done, &dh__s.lock);
-    int err = 0;
-    for (int d = 0; d < DH_MAX_DEVICES; d++) {
-        if (dh__s.pending_error[d] && !err)
-            err = dh__s.pending_error[d];
-        dh__s.pending_error[d] = 0;
+    pthread_mutex_unlock(&dh__s.lock);
+}
+
+/* Nonzero while an error is pending: the wrappers' fast path reads it without the lock
+ * (cudaGetLastError follows every kernel launch in PyTorch). */
+static _Atomic int dh__error_flag;
+
+void dh__sched_error_note(int cuda_err, const char *what)
+{
+    if (!dh__s.pending_error) {
+        dh__s.pending_error = cuda_err;
+        dh__s.pending_what = what;
+        atomic_store_explicit(&dh__error_flag, 1, memory_order_release);
+    }
+}
+
+static int dh__error_get(int take)
+{
+    if (!atomic_load_explicit(&dh__error_flag, memory_order_acquire))
+        return 0;
+    pthread_mutex_lock(&dh__s.lock);
+    int err = dh__s.pending_error;
+    if (take) {
+        dh__s.pending_error = 0;
+        atomic_store_explicit(&dh__error_flag, 0, memory_order_relaxed);
     }
     pthread_mutex_unlock(&dh__s.lock);
     return err;
 }
+
+int dh_sched_error_take(void) { return dh__error_get(1); }
+
+void dh_sched_count_rejected(int invalid)
+{
+    pthread_mutex_lock(&dh__s.lock);
+    if (invalid)
+        dh__s.stats.call_rejects++;
+    else
+        dh__s.stats.call_learns++;
+    pthread_mutex_unlock(&dh__s.lock);
+}
+
+int dh_sched_error_peek(void) { return dh__error_get(0); }
 
 int dh_sched_event_pending(cudaEvent_t e)
 {

@@ -91,7 +91,9 @@ typedef struct dh_sched_state {
     uint64_t held;                /* lock: ops submitted and not replayed */
     uint64_t held_free_bytes;     /* lock */
     int stop;                     /* lock */
-    int pending_error[DH_MAX_DEVICES]; /* lock: first replay failure since the last drain */
+    int pending_error;            /* lock: first replay failure not yet reported, as a
+                                     cudaError_t (dh_sched_error_take) */
+    const char *pending_what;     /* lock: the kind that failed, for the exit warning */
     dh_evrec_t *events;           /* lock */
     dh_evinst_t *free_inst;       /* lock */
     dh_vstream_t *vstreams;       /* lock */
@@ -125,6 +127,9 @@ void dh__flush_to(uint64_t lim);
  * single-strand group under way, every group before it complete). */
 void dh__let_out(uint64_t lim, uint64_t gend);
 void dh__inst_unref(dh_evinst_t *inst);
+/* Lock held. Keeps cuda_err as the pending error unless one is already pending (the first
+ * failure is the one a program without the shim would have met first). */
+void dh__sched_error_note(int cuda_err, const char *what);
 void dh__fallback(const char *why);  /* lock NOT held */
 uint64_t dh__wall_ms(void);
 

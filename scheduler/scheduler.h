@@ -61,8 +61,20 @@ int dh_sched_deferring(void);
 int dh_sched_submit(dh_op_t *op);
 
 /* Issues every queued op of every device and waits until the dispatcher has replayed
- * them; then returns the pending asynchronous error (0 if none) and clears it. */
-int dh_sched_drain(dh_drain_reason_t why);
+ * them. A replay that failed leaves its error pending (dh_sched_error_take): a drain
+ * never consumes it, whatever called it (DESIGN.md invariant 8). */
+void dh_sched_drain(dh_drain_reason_t why);
+
+/* The first failure of a deferred op's replay that no call has reported yet, as the
+ * cudaError_t the program is told (op.h dh_op_status_to_cuda), 0 when none. take clears
+ * it, peek does not. The wrappers of calls that report asynchronous errors (the runtime's
+ * and the driver's synchronising calls, cudaGetLastError, cudaPeekAtLastError, a runtime
+ * call forwarded after a drain) return it in place of their own success. Any thread; one
+ * relaxed load when nothing is pending. */
+int dh_sched_error_take(void);
+/* Counts a capture whose validate did not let it be deferred (invalid: 1, learning: 0). */
+void dh_sched_count_rejected(int invalid);
+int dh_sched_error_peek(void);
 
 /* The calling wrapper has just forwarded a call that enqueues work on a framework stream
  * itself (after a drain): strand-1 work captured from now on must follow it. Call it after
@@ -116,6 +128,10 @@ typedef struct dh_sched_stats {
     uint64_t max_queue_depth;
     uint64_t max_deferred_bytes;
     uint64_t replay_errors;
+    uint64_t call_rejects;        /* captures validate refused: forwarded for the
+                                     library to answer at the call */
+    uint64_t call_learns;         /* captures only the library could judge: forwarded
+                                     once per static signature */
     uint64_t cross_strand_barriers;
     uint64_t paired_groups;       /* groups issued with ops of both strands */
     uint64_t dependency_moves;    /* strand-1 ops moved after a strand-0 op they depend on */

@@ -127,6 +127,8 @@ static void calls_runtime(void)
     /* FORWARD (cudaMalloc), then the frees and destructions */
     p = NULL;
     (void)cudaMalloc(&p, 16);
+    (void)cudaPeekAtLastError();
+    (void)cudaGetLastError();
     (void)cudaFree(p);
     (void)cudaFreeHost(NULL);
     (void)cudaEventDestroy(e);

@@ -144,6 +144,9 @@ static void forward(int it, int mb)
     cov_fill_lcg(G.stage, XN, (uint32_t)(5000 + k), 9.0f);
     release_saved(k - 1);
     cov_launch(L_EXC, K_ADD_BCAST, G.s0, a->x, G.mbconst, COV_HID, COV_TOK);
+    /* As PyTorch after every launch (C10_CUDA_KERNEL_LAUNCH_CHECK). */
+    CK_RT(cudaPeekAtLastError());
+    CK_RT(cudaGetLastError());
 
     /* A temporary per step, freed and allocated again with the same size and stream. */
     for (int r = 0; r < 3; r++) {

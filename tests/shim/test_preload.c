@@ -396,7 +396,7 @@ static void expect_meta(fx_t *f, const char *mode, int deferring)
 #undef DRAIN
     };
     static const char *const totals[] = {"max_queue_depth", "max_deferred_free_bytes",
-                                         "replay_errors", "cross_strand_barriers",
+                                         "replay_errors", "call_rejects", "call_learns", "cross_strand_barriers",
                                          "paired_groups", "dependency_moves",
                                          "order_fallbacks", "kick_flushes", "lag_waits",
                                          "max_held_back"};
