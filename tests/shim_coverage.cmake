@@ -60,3 +60,15 @@ dh_add_test(NAME shim.breaks COMMAND shim_test_breaks LABELS shim TIMEOUT 240
   ENV ${_cov_env} "DH_COV_BREAK_SEEDS=4")
 dh_add_test(NAME shim.bench_smoke COMMAND shim_bench_overhead --smoke LABELS shim TIMEOUT 60
   ENV "LD_PRELOAD=${_cov_pre}:${_cov_libs}" "LD_LIBRARY_PATH=${VGPU_LIBDIR}")
+
+# Failing calls (issue 13): tests/shim/errprobe.c's output must be byte-identical without
+# the shim and with it in passthrough, stress (three seeds), strands and profile mode.
+add_executable(shim_errprobe ${_cov_dir}/errprobe.c)
+target_include_directories(shim_errprobe PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
+target_link_libraries(shim_errprobe PRIVATE dh::real_cuda ${CMAKE_DL_LIBS})
+add_dependencies(shim_errprobe dhelix_shim vgpu_all)
+dh_add_test(NAME shim.errors COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/shim/errprobe.sh
+  LABELS shim asan TIMEOUT 120
+  ENV "DH_TEST_ERRPROBE=$<TARGET_FILE:shim_errprobe>" "DH_TEST_SHIM=$<TARGET_FILE:dhelix_shim>"
+      "DH_TEST_PRELOAD=${_cov_pre}:${_cov_libs}" "DH_TEST_VGPU_PRELOAD=${_cov_vgpu}${_cov_libs}"
+      "DH_TEST_LIBDIR=${VGPU_LIBDIR}")
