@@ -386,7 +386,7 @@ static void dh__footprint_none(const dh_op_t *op, dh_op_fp_t *fp)
 static const dh_op_kind_ops_t dh__kind_memset = {
     .name = "MEMSET",
     .cls = DH_CLS_COPY,
-    .flags = DH_OPK_TIMED,
+    .flags = DH_OPK_TIMED | DH_OPK_ON_DEVICE,
     .describe = dh__memset_describe,
     .footprint = dh__memset_footprint,
     .validate = dh__memset_validate,
@@ -513,10 +513,57 @@ int dh_op_footprint(const dh_op_t *op, dh_op_access_t *acc, int max)
     return fp.over ? -1 : fp.n;
 }
 
+/* Streams' devices, as each capturing thread last learnt them: a few entries per thread (a
+ * framework uses a handful of streams per thread), dropped when any stream is destroyed
+ * (a handle may then be reused on another device). */
+#define DH__SDEV_SLOTS 8
+static _Atomic uint64_t dh__streams_gen = 1;
+static _Thread_local struct {
+    uint64_t gen;
+    unsigned next;
+    cudaStream_t s[DH__SDEV_SLOTS];
+    int dev[DH__SDEV_SLOTS];
+} dh__sdev;
+
+void dh_op_streams_changed(void) { atomic_fetch_add(&dh__streams_gen, 1); }
+
+/* Whether stream s belongs to device (the special streams belong to the current device);
+ * 1 when the runtime cannot say, so that only a known mismatch is forwarded. */
+static int dh__stream_on(cudaStream_t s, int device)
+{
+    if (s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread)
+        return 1;
+    uint64_t gen = atomic_load_explicit(&dh__streams_gen, memory_order_relaxed);
+    if (dh__sdev.gen != gen) {
+        memset(&dh__sdev, 0, sizeof dh__sdev);
+        dh__sdev.gen = gen;
+    }
+    for (unsigned i = 0; i < DH__SDEV_SLOTS; i++)
+        if (dh__sdev.s[i] == s)
+            return dh__sdev.dev[i] == device;
+    const dh_real_t *r = dh_real();
+    dh_real_cudaStreamGetDevice_t get = DH_REAL_FN(r, cudaStreamGetDevice);
+    int dev = device;
+    if (get == NULL || dh__rt_quiet_begin(r) != DH_OK)
+        return 1;
+    if (get(s, &dev) != cudaSuccess) {
+        dh__rt_quiet_end(r);
+        return 1;
+    }
+    unsigned i = dh__sdev.next++ % DH__SDEV_SLOTS;
+    dh__sdev.s[i] = s;
+    dh__sdev.dev[i] = dev;
+    return dev == device;
+}
+
 int dh_op_validate(const dh_op_t *op)
 {
     const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
-    return k != NULL && k->validate != NULL ? k->validate(op) : 0;
+    if (k == NULL)
+        return 0;
+    if ((k->flags & DH_OPK_ON_DEVICE) && !dh__stream_on(op->stream, op->device))
+        return cudaErrorInvalidValue;
+    return k->validate != NULL ? k->validate(op) : 0;
 }
 
 void dh_op_learn(const dh_op_t *op, int rc)

@@ -259,6 +259,8 @@ enum {
     DH_OPK_BLAS = 1u << 0,  /* its replay needs the strand's cuBLAS/cuBLASLt handle and
                                workspace in the replay context */
     DH_OPK_TIMED = 1u << 1, /* work on a stream: profile mode brackets it with events */
+    DH_OPK_ON_DEVICE = 1u << 2, /* CUDA refuses it at the call into a stream of another
+                                   device than the current one: dh_op_validate forwards */
 };
 
 /* What every op of one kind does. The scheduler never looks inside a payload: it asks the
@@ -303,7 +305,8 @@ const dh_op_kind_ops_t *dh_op_kind_ops(dh_op_kind_t k);
  * memory. For modules that capture a kind; the capture functions above use it too. */
 dh_op_t *dh_op_alloc(dh_op_kind_t k, cudaStream_t s, int device, size_t payload);
 
-/* The kind's table's validate (0 when it has none), and learn (nothing when it has none).
+/* The kind's table's validate (0 when it has none; for DH_OPK_ON_DEVICE kinds, first the
+ * stream's device against the current one), and learn (nothing when it has none).
  * Capturing thread. */
 int dh_op_validate(const dh_op_t *op);
 void dh_op_learn(const dh_op_t *op, int rc);
@@ -312,6 +315,8 @@ void dh_op_learn(const dh_op_t *op, int rc);
  * validate cannot know: which type combinations cuBLAS implements). Lock-free; a full set
  * answers "unknown" (the call is then forwarded, which is always correct). */
 int dh_op_accepted(uint64_t key);
+/* A stream was destroyed: forget what dh_op_validate learnt of streams' devices. */
+void dh_op_streams_changed(void);
 void dh_op_accept(uint64_t key);
 
 /* A replay of op failed with status rc (its kind's api): the cudaError_t a program is told

@@ -351,7 +351,7 @@ static void dh__gemm_learn(const dh_op_t *op, int rc)
 const dh_op_kind_ops_t dh__kind_gemm = {
     .name = "GEMM",
     .cls = DH_CLS_COMPUTE,
-    .flags = DH_OPK_BLAS | DH_OPK_TIMED,
+    .flags = DH_OPK_BLAS | DH_OPK_TIMED | DH_OPK_ON_DEVICE,
     .api = DH_OP_API_CUBLAS,
     .describe = dh__gemm_describe,
     .footprint = dh__gemm_footprint,

@@ -163,7 +163,7 @@ static void dh__memcpy_footprint(const dh_op_t *op, dh_op_fp_t *fp)
 const dh_op_kind_ops_t dh__kind_memcpy = {
     .name = "MEMCPY",
     .cls = DH_CLS_COPY,
-    .flags = DH_OPK_TIMED,
+    .flags = DH_OPK_TIMED | DH_OPK_ON_DEVICE,
     .describe = dh__memcpy_describe,
     .footprint = dh__memcpy_footprint,
     .replay = dh__replay_memcpy,

@@ -598,7 +598,7 @@ static void dh__kernel_learn(const dh_op_t *op, int rc)
 const dh_op_kind_ops_t dh__kind_kernel = {
     .name = "KERNEL",
     .cls = DH_CLS_COMPUTE,
-    .flags = DH_OPK_TIMED,
+    .flags = DH_OPK_TIMED | DH_OPK_ON_DEVICE,
     .describe = dh__kernel_describe,
     .footprint = dh__kernel_footprint,
     .validate = dh__kernel_validate,
@@ -609,7 +609,7 @@ const dh_op_kind_ops_t dh__kind_kernel = {
 const dh_op_kind_ops_t dh__kind_cu_kernel = {
     .name = "CU_KERNEL",
     .cls = DH_CLS_COMPUTE,
-    .flags = DH_OPK_TIMED,
+    .flags = DH_OPK_TIMED | DH_OPK_ON_DEVICE,
     .api = DH_OP_API_DRIVER,
     .describe = dh__kernel_describe,
     .footprint = dh__kernel_footprint,

@@ -80,6 +80,7 @@
     X(CUDART, cudaError_t, cudaStreamSynchronize, (cudaStream_t stream))                    \
     X(CUDART, cudaError_t, cudaDeviceSynchronize, (void))                                   \
     X(CUDART, cudaError_t, cudaGetDevice, (int *device))                                    \
+    X(CUDART, cudaError_t, cudaStreamGetDevice, (cudaStream_t hStream, int *device))         \
     X(CUDART, cudaError_t, cudaSetDevice, (int device))                                     \
     X(CUDART, cudaError_t, cudaGetLastError, (void))                                        \
     X(CUDART, cudaError_t, cudaPeekAtLastError, (void))                                     \

@@ -538,6 +538,7 @@ void dh_sched_forwarded(void)
 
 void dh_sched_stream_forget(cudaStream_t s)
 {
+    dh_op_streams_changed();
     int dev = 0;
     dh_real()->cudaGetDevice(&dev);
     pthread_mutex_lock(&dh__s.lock);
