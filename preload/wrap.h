@@ -30,8 +30,14 @@ static inline int dh__may_defer(void) { return dh__hook_depth == 1 && dh_sched_d
  * CUDA errors, so the error stays pending for the next call that does (invariant 8). */
 static inline int dh__report(int lib, int rc)
 {
-    if (rc != 0 || (lib != DH_HOOK_LIB_CUDART && lib != DH_HOOK_LIB_CUDA))
+    if (lib != DH_HOOK_LIB_CUDART && lib != DH_HOOK_LIB_CUDA)
         return rc;
+    if (rc != 0) {
+        /* Driver codes of these errors are the runtime's (op.c's shared codes). */
+        if (__builtin_expect(dh_sched_sticky_error(rc), 0))
+            dh_sched_poisoned(rc);
+        return rc;
+    }
     int pending = dh_sched_error_take();
     return lib == DH_HOOK_LIB_CUDA ? (int)dh_cuda_to_cu(pending) : pending;
 }

@@ -691,6 +691,33 @@ void dh_sched_set_reorder_allowed(int allowed, const char *why)
 }
 
 /* Invariant 6: an internal error drains what is queued and continues in passthrough. */
+int dh_sched_sticky_error(int e)
+{
+    switch (e) {
+    case cudaErrorIllegalAddress: case cudaErrorLaunchFailure: case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError: case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress: case cudaErrorInvalidAddressSpace: case cudaErrorInvalidPc:
+    case cudaErrorAssert: case cudaErrorECCUncorrectable: case cudaErrorContextIsDestroyed:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void dh_sched_poisoned(int cuda_err)
+{
+    static _Atomic int once;
+    if (atomic_exchange(&once, 1))
+        return;
+    DH_WARN(SCHED, "the device reported CUDA error %d, which CUDA returns from every later "
+            "call: the shim forwards every call from now on", cuda_err);
+    dh_sched_drain(DH_DRAIN_UNCAPTURABLE);
+    pthread_mutex_lock(&dh__s.lock);
+    dh__s.reorder_allowed = 0;
+    dh__update_deferring();
+    pthread_mutex_unlock(&dh__s.lock);
+}
+
 void dh__fallback(const char *why)
 {
     DH_WARN_ONCE(SCHED, "internal error (%s): draining and continuing in passthrough", why);

@@ -72,6 +72,14 @@ void dh_sched_drain(dh_drain_reason_t why);
  * call forwarded after a drain) return it in place of their own success. Any thread; one
  * relaxed load when nothing is pending. */
 int dh_sched_error_take(void);
+/* A runtime or driver status that CUDA keeps for every later call of the process (the
+ * context is unusable: illegal address, launch failure, ...). */
+int dh_sched_sticky_error(int cuda_err);
+/* A call returned such an error: every later call fails at the call in a program without
+ * the shim, which a deferred call could not do, so the shim drains and forwards everything
+ * from now on (once; warns once). Any thread; not from the dispatcher. */
+void dh_sched_poisoned(int cuda_err);
+
 /* Counts a capture whose validate did not let it be deferred (invalid: 1, learning: 0). */
 void dh_sched_count_rejected(int invalid);
 int dh_sched_error_peek(void);

@@ -212,6 +212,13 @@ int main(int argc, char **argv)
 
     if (with_nccl)
         nccl_cases();
+
+    /* Last, since it poisons the device: a kernel that writes through a pointer into no
+     * allocation succeeds at the call and fails when it runs (a sticky illegal address,
+     * reported by every call after it). The shim must not lose it or change its type. */
+    report("launch bad pointer (sticky)",
+           (int)launch((dim3){1, 1, 1}, (dim3){32, 1, 1}, S, (float *)4096, N));
+    report("after sticky", (int)cudaMemsetAsync(dC, 0, 16, S));
     report("end", 0);
     return 0;
 }

@@ -7,6 +7,10 @@
 set -uo pipefail
 prog=${DH_TEST_ERRPROBE:?} pre=${DH_TEST_PRELOAD:?} vpre=${DH_TEST_VGPU_PRELOAD:?}
 lib=${DH_TEST_LIBDIR:?}
+# Plan mode: a valid plan of another program (from the plan parser's corpus). The shim
+# loads it and captures and defers while it looks for the plan's template, which never
+# comes: the error paths of plan mode's capture are what this run checks.
+plan=$(cd "$(dirname "$0")/.." && pwd)/fuzz/corpus/plan/edge-long-name.json
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" VGPU_HAZARD=abort
@@ -24,7 +28,8 @@ run base "$vpre" || exit 1
 grep -q '^end ' "$out/base.out" || { echo "FAIL: the run without the shim did not finish"; exit 1; }
 runs=(passthrough:DHELIX_MODE=passthrough stress1:DHELIX_MODE=stress:DHELIX_SEED=1
       stress2:DHELIX_MODE=stress:DHELIX_SEED=2 stress3:DHELIX_MODE=stress:DHELIX_SEED=3
-      strands:DHELIX_MODE=strands profile:DHELIX_MODE=profile:DHELIX_PROFILE=$out/prof.json)
+      strands:DHELIX_MODE=strands profile:DHELIX_MODE=profile:DHELIX_PROFILE=$out/prof.json
+      "plan:DHELIX_PLAN=$plan")
 for spec in "${runs[@]}"; do
   IFS=: read -r -a f <<<"$spec"
   name=${f[0]}
@@ -38,7 +43,7 @@ for spec in "${runs[@]}"; do
   fi
 done
 # Where the shim defers, calls the library rejects at the call must have been forwarded.
-for name in stress1 strands; do
+for name in stress1 strands plan; do
   rej=$(grep -o '"call_rejects": *[0-9]*' "$out/$name.stats" | grep -o '[0-9]*$' | head -1)
   if [ -z "$rej" ] || [ "$rej" -lt 5 ]; then
     echo "FAIL: $name: call_rejects is '${rej:-absent}', expected at least 5 (the shim did not validate)"
