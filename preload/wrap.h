@@ -64,7 +64,7 @@ static inline int dh__report(int lib, int rc)
                 }                                                                          \
                 dh_sched_count_rejected(valid_ > 0);                                       \
             }                                                                              \
-            dh_sched_drain(DH_DRAIN_UNCAPTURABLE);                                         \
+            dh_sched_drain(valid_ < 0 ? DH_DRAIN_LEARN : DH_DRAIN_UNCAPTURABLE);           \
             ret rc_ = real_ args;                                                          \
             dh_sched_forwarded();                                                          \
             if (op_ != NULL) {                                                             \

@@ -39,6 +39,7 @@
     X(FREE, "cudaFree/cudaFreeHost synchronise the device")                              \
     X(CAPTURE, "graph capture: everything passes through until it ends")                 \
     X(UNCAPTURABLE, "a call the shim cannot defer is forwarded in program order")        \
+    X(LEARN, "the first call of a signature only the library can judge is forwarded")   \
     X(STREAM_DESTROY, "a stream is destroyed: its work is issued first")                 \
     X(LAG, "bounded lag: queued operations or deferred-free bytes over the limit")       \
     X(EXIT, "process exit")
