@@ -788,6 +788,11 @@ void dh_sched_fini(void)
         return;
     dh_sched_drain(DH_DRAIN_EXIT);
     pthread_mutex_lock(&dh__s.lock);
+    if (dh__s.pending_error)
+        DH_WARN(SCHED, "a deferred %s failed when replayed (CUDA error %d) and the program "
+                "made no call that reports it before exit; without the shim the call itself "
+                "would have failed", dh__s.pending_what ? dh__s.pending_what : "operation",
+                dh__s.pending_error);
     dh__s.stop = 1;
     atomic_store(&dh__s.deferring, 0);
     pthread_cond_signal(&dh__s.work);

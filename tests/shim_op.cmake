@@ -9,7 +9,7 @@ add_library(shim_op_common OBJECT ${_op_dir}/op_common.c)
 target_include_directories(shim_op_common PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
 target_link_libraries(shim_op_common PRIVATE dh_sched dh::real_cuda PkgConfig::CMOCKA)
 
-foreach(t kernel blas lt copy)
+foreach(t kernel blas lt copy errors)
   add_executable(shim_test_op_${t} ${_op_dir}/test_op_${t}.c $<TARGET_OBJECTS:shim_op_common>)
   target_include_directories(shim_test_op_${t} PRIVATE ${_op_dir}
                              ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
