@@ -528,7 +528,7 @@ static _Thread_local struct {
 void dh_op_streams_changed(void) { atomic_fetch_add(&dh__streams_gen, 1); }
 
 /* Whether stream s belongs to device (the special streams belong to the current device);
- * 1 when the runtime cannot say, so that only a known mismatch is forwarded. */
+ * 0 for a handle the runtime does not know; 1 when the runtime cannot be asked. */
 static int dh__stream_on(cudaStream_t s, int device)
 {
     if (s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread)
@@ -547,8 +547,9 @@ static int dh__stream_on(cudaStream_t s, int device)
     if (get == NULL || dh__rt_quiet_begin(r) != DH_OK)
         return 1;
     if (get(s, &dev) != cudaSuccess) {
+        /* Not a live stream: the real call reports it (cudaErrorInvalidResourceHandle). */
         dh__rt_quiet_end(r);
-        return 1;
+        return 0;
     }
     unsigned i = dh__sdev.next++ % DH__SDEV_SLOTS;
     dh__sdev.s[i] = s;

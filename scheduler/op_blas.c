@@ -102,6 +102,8 @@ static dh_status_t dh__gemm_capture(dh_op_t **out, cublasHandle_t h, const dh__g
                                     const void *alpha, const void *beta, size_t scale)
 {
     *out = NULL;
+    if (h == NULL)
+        return DH_ERR_INVALID; /* forwarded: cuBLAS answers CUBLAS_STATUS_NOT_INITIALIZED */
     const dh_real_t *r = dh_real();
     dh_blas_state_t st;
     int dev;

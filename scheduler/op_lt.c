@@ -249,6 +249,8 @@ dh_status_t dh_op_capture_lt_matmul(dh_op_t **out, cublasLtHandle_t h,
                                     size_t workspace_size, cudaStream_t s)
 {
     *out = NULL;
+    if (h == NULL)
+        return DH_ERR_INVALID; /* forwarded: cuBLASLt reports it */
     const dh_real_t *r = dh_real();
     if (DH_REAL_FN(r, cublasLtMatmulDescGetAttribute) == NULL ||
         DH_REAL_FN(r, cublasLtMatrixLayoutGetAttribute) == NULL)

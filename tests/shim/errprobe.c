@@ -181,6 +181,9 @@ int main(int argc, char **argv)
                                               CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
                                               CUBLAS_GEMM_DEFAULT));
 
+    report("sgemm null handle", (int)cublasSgemm(NULL, CUBLAS_OP_N, CUBLAS_OP_N, N, N, N, &one,
+                                                  dA, N, dB, N, &zero, dC, N));
+
     /* cuBLASLt. */
     report("ltmatmul lda<rows", lt_case(N - 2));
     report("ltmatmul valid", lt_case(N));
@@ -190,6 +193,11 @@ int main(int argc, char **argv)
     report("launch block 2048", (int)launch((dim3){1, 1, 1}, (dim3){2048, 1, 1}, S, dC, N));
     report("launch block z 65", (int)launch((dim3){1, 1, 1}, (dim3){1, 1, 65}, S, dC, N));
     report("launch valid", (int)launch((dim3){1, 1, 1}, (dim3){32, 1, 1}, S, dC, N));
+
+    /* A stream that was destroyed. */
+    cudaStream_t gone = NULL;
+    if (cudaStreamCreate(&gone) == cudaSuccess && cudaStreamDestroy(gone) == cudaSuccess)
+        report("launch destroyed stream", (int)launch((dim3){1, 1, 1}, (dim3){32, 1, 1}, gone, dC, N));
 
     /* Copies and memsets the runtime refuses. */
     report("memcpyasync bad kind",
