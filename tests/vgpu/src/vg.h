@@ -214,6 +214,17 @@ VG_API cudaError_t vg_stream_get_device(cudaStream_t s, int *dev);
 VG_API cudaError_t vg_stream_get_id(cudaStream_t s, unsigned long long *id);
 /* cudaErrorInvalidResourceHandle for a handle that is not a live stream. */
 VG_API cudaError_t vg_stream_check(cudaStream_t s);
+/* What a kernel launch (runtime, driver, or inside cuBLAS) checks of its stream: a live
+ * stream of the calling thread's current device. A stream of another device fails with
+ * cudaErrorInvalidResourceHandle (one message naming api and both devices), as CUDA fails
+ * it: the CUDA C++ Programming Guide (Multi-Device System, "Stream and Event Behavior")
+ * says "a kernel launch will fail if it is issued to a stream that is not associated to the
+ * current device"; the code reported for it is 400, cudaErrorInvalidResourceHandle /
+ * CUDA_ERROR_INVALID_HANDLE (JuliaGPU/KernelAbstractions.jl PR 294 shows the driver's
+ * "invalid resource handle (code 400, ERROR_INVALID_HANDLE)"; HIP adopted the same
+ * hipErrorInvalidResourceHandle for it, ROCm/rocm-systems PR 852). Copies and memsets are
+ * not launches: CUDA allows them on another device's stream, and so does the vgpu. */
+VG_API cudaError_t vg_stream_check_current(cudaStream_t s, const char *api);
 
 VG_API cudaError_t vg_event_create(cudaEvent_t *e, unsigned flags);
 VG_API cudaError_t vg_event_destroy(cudaEvent_t e);

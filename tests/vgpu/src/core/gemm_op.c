@@ -257,7 +257,19 @@ VG_API cublasStatus_t vg_gemm_submit(const vg_gemm_call_t *call, cudaStream_t s)
     if (g->m == 0 || g->n == 0 || g->batch == 0) {
         return CUBLAS_STATUS_SUCCESS;
     }
-    /* The op belongs to the handle's device, whatever device is current on this thread. */
+    /* The GEMM's kernel is launched through the runtime on the calling thread's current
+     * device; a stream of another device fails that launch (vg_stream_check_current), which
+     * cuBLAS reports as CUBLAS_STATUS_EXECUTION_FAILED ("the GPU program failed to execute.
+     * This is often caused by a launch failure of the kernel on the GPU", cuBLAS docs,
+     * cublasStatus_t). Whether cuBLAS consumes the runtime's error with cudaGetLastError is
+     * not documented; the vgpu leaves it as the thread's last error, as the failed runtime
+     * launch itself would. */
+    cudaError_t se = vg_stream_check_current(s, call->api);
+    if (se != cudaSuccess) {
+        vg_record_error(se);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    /* Otherwise the op belongs to the handle's device, whatever device is current. */
     int prev = vg_current_device();
     int switched = prev != call->dev && vg_set_device(call->dev) == cudaSuccess;
     vg_op_t *op = vg_op_new(call->api, VG_COMPUTE);
