@@ -162,6 +162,21 @@ static cublasStatus_t check_layouts(const lt_layout_t *const all[4])
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* The 8- and 4-bit floating-point types (fp8 E4M3/E5M2, the UE8M0 block scale,
+ * fp4 E2M1; UE4M3 is E4M3 by value): cuBLASLt-only inputs the vgpu does not compute. */
+static int is_narrow_float(uint32_t t)
+{
+    switch (t) {
+    case CUDA_R_8F_E4M3:
+    case CUDA_R_8F_E5M2:
+    case CUDA_R_8F_UE8M0:
+    case CUDA_R_4F_E2M1:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* Operation settings the vgpu cannot honour, and types (into call). */
 static cublasStatus_t check_desc(const lt_desc_t *d, const lt_layout_t *a, const lt_layout_t *b,
                                  const lt_layout_t *c, const lt_layout_t *o, vg_gemm_call_t *call)
@@ -171,16 +186,29 @@ static cublasStatus_t check_desc(const lt_desc_t *d, const lt_layout_t *a, const
          d->pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)) {
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
+    if (is_narrow_float(a->type) || is_narrow_float(b->type)) {
+        /* cuBLASLt computes these on sm_89 and later; with no algorithm for them the
+         * heuristic and cublasLtMatmul answer NOT_SUPPORTED, as cuBLASLt does for a
+         * configuration it has no kernel for. */
+        vg_msg("cublasLtMatmul: vgpu does not implement fp8/fp4 inputs (A type %u, B type %u)",
+               a->type, b->type);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     for (int i = 0; i < 8; i++) {
         if (d->scale_ptrs[i]) {
-            return CUBLAS_STATUS_INVALID_VALUE;   /* fp8 scaling on non-fp8 types */
+            /* "If set for an unsupported matrix data, scale, and compute type combination,
+             * calling cublasLtMatmul() will return CUBLAS_INVALID_VALUE" (cuBLASLt docs,
+             * CUBLASLT_MATMUL_DESC_A_SCALE_POINTER). */
+            return CUBLAS_STATUS_INVALID_VALUE;
         }
     }
     cublasStatus_t st = vg_gemm_set_types(call, a->type, b->type, c->type, d->compute_type, 0);
     if (st != CUBLAS_STATUS_SUCCESS || o->type != c->type) {
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
-    cudaDataType_t want_scale = call->scalar_type == VG_GEMM_F16 ? CUDA_R_16F : CUDA_R_32F;
+    cudaDataType_t want_scale = call->scalar_type == VG_GEMM_F16   ? CUDA_R_16F
+                                : call->scalar_type == VG_GEMM_F64 ? CUDA_R_64F
+                                                                   : CUDA_R_32F;
     return d->scale_type == (int32_t)want_scale ? CUBLAS_STATUS_SUCCESS
                                                 : CUBLAS_STATUS_NOT_SUPPORTED;
 }
@@ -218,6 +246,10 @@ static cublasStatus_t set_epilogue(const lt_desc_t *d, vg_gemm_desc_t *g)
     int ok;
     g->epilogue = epilogue_flags(d->epilogue, &ok);
     if (!ok) {
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (g->epilogue && g->d_type == VG_GEMM_F64) {
+        vg_msg("cublasLtMatmul: vgpu does not implement epilogues on fp64 matmuls");
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
     if (g->epilogue & VG_GEMM_EPI_BIAS) {
@@ -259,6 +291,7 @@ static cublasStatus_t describe(cublasLtHandle_t handle, cublasLtMatmulDesc_t des
         return CUBLAS_STATUS_INVALID_VALUE;
     }
     const lt_layout_t *const all[4] = {a, b, c, o};
+    call->api = "cublasLtMatmul";
     cublasStatus_t st;
     if ((st = check_layouts(all)) != CUBLAS_STATUS_SUCCESS ||
         (st = check_desc(d, a, b, c, o, call)) != CUBLAS_STATUS_SUCCESS ||
@@ -267,7 +300,6 @@ static cublasStatus_t describe(cublasLtHandle_t handle, cublasLtMatmulDesc_t des
         return st;
     }
     call->dev = dev;
-    call->api = "cublasLtMatmul";
     *descp = d;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -317,14 +349,6 @@ VG_API cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
 
 /* ---- matmul ---- */
 
-static float host_scalar(const void *p, vg_gemm_type_t t)
-{
-    if (t == VG_GEMM_F16) {
-        return vg_gemm_f16_to_f32(*(const uint16_t *)p);
-    }
-    return *(const float *)p;
-}
-
 VG_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
                                      const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
                                      const void *B, cublasLtMatrixLayout_t Bdesc,
@@ -348,9 +372,9 @@ VG_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmu
         call.alpha_dev = alpha;
         call.beta_dev = beta;
     } else {
-        g->alpha = host_scalar(alpha, call.scalar_type);
-        g->beta = host_scalar(beta, call.scalar_type);
-        call.beta_is_zero = g->beta == 0.0f;
+        g->alpha = vg_gemm_read_scalar(alpha, call.scalar_type);
+        g->beta = vg_gemm_read_scalar(beta, call.scalar_type);
+        call.beta_is_zero = g->beta == 0.0;
     }
     if (!C && !call.beta_is_zero) {
         return CUBLAS_STATUS_INVALID_VALUE;
