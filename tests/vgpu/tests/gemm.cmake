@@ -1,4 +1,5 @@
-# GEMM tests of the vgpu: the reference math (vgpu.gemm), cuBLAS (vgpu.cublas), cuBLASLt
+# GEMM tests of the vgpu: the reference math (vgpu.gemm), cuBLAS (vgpu.cublas, its fp64
+# GEMMs vgpu.cublas_fp64, its pointer-array batches vgpu.cublas_batched), cuBLASLt
 # (vgpu.cublaslt) and the workspace hazards (vgpu.gemm_hazard). Programs link the real
 # libraries; dh_add_test(... VGPU) puts the vgpu in front. The API tests share the runtime
 # tests' kernels and child runner (vgpu_rt_common, runtime.cmake).
@@ -8,6 +9,10 @@ vgpu_test_exe(vgpu_test_cublas test_cublas.c gemm_common.c $<TARGET_OBJECTS:vgpu
 dh_add_test(NAME vgpu.cublas COMMAND vgpu_test_cublas LABELS vgpu asan VGPU TIMEOUT 300)
 vgpu_test_exe(vgpu_test_cublaslt test_cublaslt.c gemm_common.c $<TARGET_OBJECTS:vgpu_rt_common>)
 dh_add_test(NAME vgpu.cublaslt COMMAND vgpu_test_cublaslt LABELS vgpu asan VGPU TIMEOUT 300)
+vgpu_test_exe(vgpu_test_cublas_fp64 test_cublas_fp64.c gemm_common.c $<TARGET_OBJECTS:vgpu_rt_common>)
+dh_add_test(NAME vgpu.cublas_fp64 COMMAND vgpu_test_cublas_fp64 LABELS vgpu asan VGPU TIMEOUT 300)
+vgpu_test_exe(vgpu_test_cublas_batched test_cublas_batched.c gemm_common.c $<TARGET_OBJECTS:vgpu_rt_common>)
+dh_add_test(NAME vgpu.cublas_batched COMMAND vgpu_test_cublas_batched LABELS vgpu asan VGPU TIMEOUT 300)
 vgpu_test_exe(vgpu_test_gemm_hazard test_gemm_hazard.c $<TARGET_OBJECTS:vgpu_rt_common>)
 dh_add_test(NAME vgpu.gemm_hazard COMMAND vgpu_test_gemm_hazard LABELS vgpu asan VGPU TIMEOUT 300)
 # The exported cuBLAS/cuBLASLt functions are a subset of the real libraries' (names and
