@@ -36,6 +36,7 @@ struct cublasContext {
     cublasPointerMode_t pointer_mode;
     cublasMath_t math_mode;
     cublasAtomicsMode_t atomics_mode;
+    cublasEmulationStrategy_t emulation;  /* recorded only: the vgpu never emulates */
     struct cublasContext *next;      /* every handle ever made; guarded by the list lock */
 };
 

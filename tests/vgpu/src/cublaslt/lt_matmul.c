@@ -177,6 +177,27 @@ static int is_narrow_float(uint32_t t)
     }
 }
 
+cublasStatus_t vg__lt_check_types(vg_gemm_call_t *call, int32_t compute, int32_t scale,
+                                  uint32_t at, uint32_t bt, uint32_t ct, uint32_t dt)
+{
+    if (is_narrow_float(at) || is_narrow_float(bt)) {
+        /* cuBLASLt computes these on sm_89 and later; with no algorithm for them the
+         * heuristic and cublasLtMatmul answer NOT_SUPPORTED, as cuBLASLt does for a
+         * configuration it has no kernel for. */
+        vg_msg("cublasLt: vgpu does not implement fp8/fp4 inputs (A type %u, B type %u)", at,
+               bt);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    cublasStatus_t st = vg_gemm_set_types(call, at, bt, ct, compute, 0);
+    if (st != CUBLAS_STATUS_SUCCESS || dt != ct) {
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    cudaDataType_t want_scale = call->scalar_type == VG_GEMM_F16   ? CUDA_R_16F
+                                : call->scalar_type == VG_GEMM_F64 ? CUDA_R_64F
+                                                                   : CUDA_R_32F;
+    return scale == (int32_t)want_scale ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
 /* Operation settings the vgpu cannot honour, and types (into call). */
 static cublasStatus_t check_desc(const lt_desc_t *d, const lt_layout_t *a, const lt_layout_t *b,
                                  const lt_layout_t *c, const lt_layout_t *o, vg_gemm_call_t *call)
@@ -187,12 +208,8 @@ static cublasStatus_t check_desc(const lt_desc_t *d, const lt_layout_t *a, const
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
     if (is_narrow_float(a->type) || is_narrow_float(b->type)) {
-        /* cuBLASLt computes these on sm_89 and later; with no algorithm for them the
-         * heuristic and cublasLtMatmul answer NOT_SUPPORTED, as cuBLASLt does for a
-         * configuration it has no kernel for. */
-        vg_msg("cublasLtMatmul: vgpu does not implement fp8/fp4 inputs (A type %u, B type %u)",
-               a->type, b->type);
-        return CUBLAS_STATUS_NOT_SUPPORTED;
+        return vg__lt_check_types(call, d->compute_type, d->scale_type, a->type, b->type,
+                                  c->type, o->type);
     }
     for (int i = 0; i < 8; i++) {
         if (d->scale_ptrs[i]) {
@@ -202,15 +219,8 @@ static cublasStatus_t check_desc(const lt_desc_t *d, const lt_layout_t *a, const
             return CUBLAS_STATUS_INVALID_VALUE;
         }
     }
-    cublasStatus_t st = vg_gemm_set_types(call, a->type, b->type, c->type, d->compute_type, 0);
-    if (st != CUBLAS_STATUS_SUCCESS || o->type != c->type) {
-        return CUBLAS_STATUS_NOT_SUPPORTED;
-    }
-    cudaDataType_t want_scale = call->scalar_type == VG_GEMM_F16   ? CUDA_R_16F
-                                : call->scalar_type == VG_GEMM_F64 ? CUDA_R_64F
-                                                                   : CUDA_R_32F;
-    return d->scale_type == (int32_t)want_scale ? CUBLAS_STATUS_SUCCESS
-                                                : CUBLAS_STATUS_NOT_SUPPORTED;
+    return vg__lt_check_types(call, d->compute_type, d->scale_type, a->type, b->type, c->type,
+                              o->type);
 }
 
 /* Dimensions from the layouts (m, n from D; k from op(A)), which must agree. */
@@ -338,8 +348,7 @@ VG_API cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     size_t need = ws_need(&call.g);
     cublasLtMatmulHeuristicResult_t *r = &heuristicResultsArray[0];
     memset(r, 0, sizeof *r);
-    r->algo.data[0] = LT_ALGO_MAGIC;
-    r->algo.data[1] = need < max_ws ? need : max_ws;
+    vg__lt_algo_fill(&r->algo, need < max_ws ? need : max_ws);
     r->workspaceSize = (size_t)r->algo.data[1];
     r->state = CUBLAS_STATUS_SUCCESS;
     r->wavesCount = 1.0f;
@@ -404,11 +413,13 @@ VG_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmu
      * call's own heuristic would pick with the workspace offered. */
     size_t need = ws_need(g);
     if (algo) {
-        if (algo->data[0] != LT_ALGO_MAGIC) {
-            vg_msg("cublasLtMatmul: algo was not returned by cublasLtMatmulAlgoGetHeuristic");
+        const lt_algo_t *al = vg__lt_algo(algo);
+        if (!al) {
+            vg_msg("cublasLtMatmul: algo was not made by cublasLtMatmulAlgoGetHeuristic or "
+                   "cublasLtMatmulAlgoInit");
             return CUBLAS_STATUS_INVALID_VALUE;
         }
-        need = (size_t)algo->data[1];
+        need = (size_t)al->ws;
         if (workspaceSizeInBytes < need) {
             vg_msg("cublasLtMatmul: the algo needs %zu bytes of workspace, %zu given", need,
                    workspaceSizeInBytes);
