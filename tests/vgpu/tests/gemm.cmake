@@ -1,7 +1,8 @@
 # GEMM tests of the vgpu: the reference math (vgpu.gemm), cuBLAS (vgpu.cublas, its fp64
 # GEMMs vgpu.cublas_fp64, its pointer-array batches vgpu.cublas_batched, its Set/Get
-# helpers vgpu.cublas_helpers), cuBLASLt
-# (vgpu.cublaslt) and the workspace hazards (vgpu.gemm_hazard). Programs link the real
+# helpers vgpu.cublas_helpers, the call-time statuses the shim mirrors vgpu.cublas_checks),
+# cuBLASLt (vgpu.cublaslt; its algorithm API and statuses vgpu.cublaslt_algo) and the
+# workspace hazards (vgpu.gemm_hazard). Programs link the real
 # libraries; dh_add_test(... VGPU) puts the vgpu in front. The API tests share the runtime
 # tests' kernels and child runner (vgpu_rt_common, runtime.cmake).
 vgpu_test_exe(vgpu_test_gemm test_gemm.c gemm_common.c)
@@ -16,6 +17,10 @@ vgpu_test_exe(vgpu_test_cublas_batched test_cublas_batched.c gemm_common.c $<TAR
 dh_add_test(NAME vgpu.cublas_batched COMMAND vgpu_test_cublas_batched LABELS vgpu asan VGPU TIMEOUT 300)
 vgpu_test_exe(vgpu_test_cublas_helpers test_cublas_helpers.c gemm_common.c $<TARGET_OBJECTS:vgpu_rt_common>)
 dh_add_test(NAME vgpu.cublas_helpers COMMAND vgpu_test_cublas_helpers LABELS vgpu asan VGPU TIMEOUT 120)
+vgpu_test_exe(vgpu_test_cublas_checks test_cublas_checks.c gemm_common.c $<TARGET_OBJECTS:vgpu_rt_common>)
+dh_add_test(NAME vgpu.cublas_checks COMMAND vgpu_test_cublas_checks LABELS vgpu asan VGPU TIMEOUT 120)
+vgpu_test_exe(vgpu_test_cublaslt_algo test_cublaslt_algo.c gemm_common.c $<TARGET_OBJECTS:vgpu_rt_common>)
+dh_add_test(NAME vgpu.cublaslt_algo COMMAND vgpu_test_cublaslt_algo LABELS vgpu asan VGPU TIMEOUT 120)
 vgpu_test_exe(vgpu_test_gemm_hazard test_gemm_hazard.c $<TARGET_OBJECTS:vgpu_rt_common>)
 dh_add_test(NAME vgpu.gemm_hazard COMMAND vgpu_test_gemm_hazard LABELS vgpu asan VGPU TIMEOUT 300)
 # The exported cuBLAS/cuBLASLt functions are a subset of the real libraries' (names and
