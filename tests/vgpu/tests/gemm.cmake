@@ -24,9 +24,9 @@ dh_add_test(NAME vgpu.cublaslt_algo COMMAND vgpu_test_cublaslt_algo LABELS vgpu 
 vgpu_test_exe(vgpu_test_gemm_hazard test_gemm_hazard.c $<TARGET_OBJECTS:vgpu_rt_common>)
 dh_add_test(NAME vgpu.gemm_hazard COMMAND vgpu_test_gemm_hazard LABELS vgpu asan VGPU TIMEOUT 300)
 # The exported cuBLAS/cuBLASLt functions are a subset of the real libraries' (names and
-# version nodes).
+# version nodes), and include every entry point of gemm_abi_required.txt.
 dh_add_test(NAME vgpu.gemm_abi
-  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/gemm_abi.sh
+  COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/gemm_abi.sh -r ${CMAKE_CURRENT_SOURCE_DIR}/gemm_abi_required.txt
           ${VGPU_LIBDIR}/libcublas.so.13 ${DH_REAL_cublas} libcublas.so.13
           ${VGPU_LIBDIR}/libcublasLt.so.13 ${DH_REAL_cublasLt} libcublasLt.so.13
   LABELS vgpu TIMEOUT 60)
