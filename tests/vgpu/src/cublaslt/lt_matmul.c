@@ -10,6 +10,39 @@
  *
  * cublasLtMatmul copies everything out of the descriptors before it returns: PyTorch
  * destroys them right after the call, long before the operation runs.
+ *
+ * Call-time checks of cublasLtMatmul and cublasLtMatmulAlgoGetHeuristic, in this order (the
+ * shim mirrors this list). Sources: the \retval lists of both in cublasLt.h (CUDA 13):
+ * INVALID_VALUE "if parameters are in conflict or in an impossible configuration",
+ * NOT_SUPPORTED "if current implementation on selected device doesn't support configured
+ * operation" / "if no heuristic function available for current configuration".
+ *   1. handle neither a live cuBLASLt nor a live cuBLAS handle  -> NOT_INITIALIZED
+ *   2. heuristic: requestedAlgoCount <= 0, results or count NULL, preference not live
+ *                                                                -> INVALID_VALUE
+ *   3. descriptor or a layout not live; transa/transb not N, T, C -> INVALID_VALUE
+ *   4. a layout not column-major, with a plane offset or pointer-array batch mode
+ *                                                                -> NOT_SUPPORTED (vgpu)
+ *      ld < max(1, rows) of any layout, batch count < 1 or unequal -> INVALID_VALUE
+ *   5. transc not N, fill mode not FULL, unknown pointer mode    -> NOT_SUPPORTED (vgpu)
+ *      A or B fp8/fp4 (with or without scale pointers)           -> NOT_SUPPORTED
+ *      an fp8 scale pointer with other types                     -> INVALID_VALUE (cuBLASLt
+ *        docs of CUBLASLT_MATMUL_DESC_A_SCALE_POINTER)
+ *      types outside cuBLAS's table (vg_gemm_set_types), D type not C's, scale type not the
+ *      compute type's                                            -> NOT_SUPPORTED
+ *   6. op(A), op(B), C and D dimensions inconsistent             -> INVALID_VALUE
+ *   7. an epilogue the vgpu lacks, any epilogue on fp64, a bias/aux type it lacks
+ *                                                                -> NOT_SUPPORTED (vgpu)
+ *      aux ld < m or not a multiple of 8                         -> INVALID_VALUE
+ *   matmul only:
+ *   8. alpha or beta NULL; C NULL with beta != 0; bias or aux pointer missing for the
+ *      epilogue                                                  -> INVALID_VALUE
+ *   9. algo not made by the heuristic or cublasLtMatmulAlgoInit; workspace smaller than the
+ *      algo needs, or NULL while it needs some                   -> INVALID_VALUE
+ *  10. m, n or batch 0                                           -> SUCCESS, nothing runs
+ *      stream of a device other than the calling thread's        -> EXECUTION_FAILED
+ *      vgpu only: an operand, scalar or workspace not inside one live device allocation
+ *                                                                -> INVALID_VALUE
+ * "(vgpu)" marks configurations cuBLASLt may run but the vgpu does not implement.
  */
 #include <pthread.h>
 #include <stdlib.h>
