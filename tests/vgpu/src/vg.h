@@ -249,7 +249,8 @@ VG_API cudaError_t vg_host_func(cudaStream_t s, cudaHostFn_t fn, void *data);
 /* ---- cost model helpers shared by the API libraries ---- */
 /* GEMM solo time: flops = 2*m*n*k*batch at the dtype's peak times a shape efficiency
  * (wave quantisation over gemm_tile tiles and a K factor k/(k+gemm_k_half)), plus the
- * minimum kernel time. dtype_bits: 32 (fp32, non-tensor), 19 (tf32), 16 (fp16), 17 (bf16). */
+ * minimum kernel time. dtype_bits: 32 (fp32, non-tensor), 19 (tf32), 16 (fp16), 17 (bf16),
+ * 64 (fp64, at the fp32 peak: see cost.c). */
 VG_API double vg_cost_gemm(const vgpu_profile_t *p, double m, double n, double k,
                            double batch, int dtype_bits);
 VG_API double vg_cost_mem(const vgpu_profile_t *p, double bytes_read_plus_written);
