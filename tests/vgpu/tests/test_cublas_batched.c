@@ -87,11 +87,19 @@ static void test_sgemm_batched(void **state)
         problem_set_t ps;
         set_up(&ps, &shape);
         float alpha = 0.75f, beta = -0.5f;
-        GT_BLAS_OK(cublasSgemmBatched(h, t & 1 ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                      t >> 1 ? CUBLAS_OP_T : CUBLAS_OP_N, 21, 18, 25, &alpha,
-                                      (const float *const *)ps.a_arr, (int)shape.lda,
-                                      (const float *const *)ps.b_arr, (int)shape.ldb, &beta,
-                                      (float *const *)ps.c_arr, (int)shape.ldc, NB));
+        cublasOperation_t ta = t & 1 ? CUBLAS_OP_T : CUBLAS_OP_N;
+        cublasOperation_t tb = t >> 1 ? CUBLAS_OP_T : CUBLAS_OP_N;
+        if (t == 3) {   /* the _64 entry point once */
+            GT_BLAS_OK(cublasSgemmBatched_64(h, ta, tb, 21, 18, 25, &alpha,
+                                             (const float *const *)ps.a_arr, shape.lda,
+                                             (const float *const *)ps.b_arr, shape.ldb, &beta,
+                                             (float *const *)ps.c_arr, shape.ldc, NB));
+        } else {
+            GT_BLAS_OK(cublasSgemmBatched(h, ta, tb, 21, 18, 25, &alpha,
+                                          (const float *const *)ps.a_arr, (int)shape.lda,
+                                          (const float *const *)ps.b_arr, (int)shape.ldb, &beta,
+                                          (float *const *)ps.c_arr, (int)shape.ldc, NB));
+        }
         char what[32];
         snprintf(what, sizeof what, "SgemmBatched trans %d", t);
         check_and_free(&ps, what);
@@ -114,6 +122,14 @@ static void test_dgemm_batched(void **state)
                                   (const double *const *)ps.b_arr, (int)ps.g[0].ldb, &beta,
                                   (double *const *)ps.c_arr, (int)ps.g[0].ldc, NB));
     check_and_free(&ps, "DgemmBatched");
+    /* The same through cublasGemmBatchedEx_64 with CUDA_R_64F and CUBLAS_COMPUTE_64F. */
+    set_up(&ps, &shape);
+    GT_BLAS_OK(cublasGemmBatchedEx_64(h, CUBLAS_OP_T, CUBLAS_OP_N, 15, 14, 33, &alpha,
+                                      (const void *const *)ps.a_arr, CUDA_R_64F, ps.g[0].lda,
+                                      (const void *const *)ps.b_arr, CUDA_R_64F, ps.g[0].ldb,
+                                      &beta, ps.c_arr, CUDA_R_64F, ps.g[0].ldc, NB,
+                                      CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT));
+    check_and_free(&ps, "GemmBatchedEx_64 fp64");
     GT_BLAS_OK(cublasDestroy(h));
 }
 
