@@ -214,6 +214,17 @@ VG_API cudaError_t vg_stream_get_device(cudaStream_t s, int *dev);
 VG_API cudaError_t vg_stream_get_id(cudaStream_t s, unsigned long long *id);
 /* cudaErrorInvalidResourceHandle for a handle that is not a live stream. */
 VG_API cudaError_t vg_stream_check(cudaStream_t s);
+/* What a kernel launch (runtime, driver, or inside cuBLAS) checks of its stream: a live
+ * stream of the calling thread's current device. A stream of another device fails with
+ * cudaErrorInvalidResourceHandle (one message naming api and both devices), as CUDA fails
+ * it: the CUDA C++ Programming Guide (Multi-Device System, "Stream and Event Behavior")
+ * says "a kernel launch will fail if it is issued to a stream that is not associated to the
+ * current device"; the code reported for it is 400, cudaErrorInvalidResourceHandle /
+ * CUDA_ERROR_INVALID_HANDLE (JuliaGPU/KernelAbstractions.jl PR 294 shows the driver's
+ * "invalid resource handle (code 400, ERROR_INVALID_HANDLE)"; HIP adopted the same
+ * hipErrorInvalidResourceHandle for it, ROCm/rocm-systems PR 852). Copies and memsets are
+ * not launches: CUDA allows them on another device's stream, and so does the vgpu. */
+VG_API cudaError_t vg_stream_check_current(cudaStream_t s, const char *api);
 
 VG_API cudaError_t vg_event_create(cudaEvent_t *e, unsigned flags);
 VG_API cudaError_t vg_event_destroy(cudaEvent_t e);
@@ -238,7 +249,8 @@ VG_API cudaError_t vg_host_func(cudaStream_t s, cudaHostFn_t fn, void *data);
 /* ---- cost model helpers shared by the API libraries ---- */
 /* GEMM solo time: flops = 2*m*n*k*batch at the dtype's peak times a shape efficiency
  * (wave quantisation over gemm_tile tiles and a K factor k/(k+gemm_k_half)), plus the
- * minimum kernel time. dtype_bits: 32 (fp32, non-tensor), 19 (tf32), 16 (fp16), 17 (bf16). */
+ * minimum kernel time. dtype_bits: 32 (fp32, non-tensor), 19 (tf32), 16 (fp16), 17 (bf16),
+ * 64 (fp64, at the fp32 peak: see cost.c). */
 VG_API double vg_cost_gemm(const vgpu_profile_t *p, double m, double n, double k,
                            double batch, int dtype_bits);
 VG_API double vg_cost_mem(const vgpu_profile_t *p, double bytes_read_plus_written);

@@ -17,6 +17,9 @@
  *  - the single rounding to the output type adds u_out (|want| + E), with u_out = 2^-24
  *    (fp32), 2^-11 (fp16: 10 stored mantissa bits plus rounding) or 2^-8 (bf16: 7 bits),
  *    plus half the smallest subnormal for fp16 (2^-25, rounded up to 2^-24).
+ *  - fp64 (CUDA_R_64F everywhere): the same shape with u = 2^-52, covering both the device's
+ *    fp64 accumulation and the reference's own (both 2^-53 per rounding); an fp32 computation
+ *    misses this bound by a factor of about 2^28.
  * A transposition, stride or type mistake produces errors of order |want| itself, far
  * outside these bounds for every type (the bf16 bound is 2^-8 relative).
  */
@@ -84,13 +87,17 @@ float gt_f16_to_float(uint16_t u)
     return (float)h;
 }
 
-size_t gt_type_size(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }
+size_t gt_type_size(cudaDataType_t t)
+{
+    return t == CUDA_R_64F ? 8 : t == CUDA_R_32F ? 4 : 2;
+}
 
 double gt_load(const void *buf, cudaDataType_t t, size_t i)
 {
     switch (t) {
     case CUDA_R_16F: return gt_f16_to_float(((const uint16_t *)buf)[i]);
     case CUDA_R_16BF: return gt_bf16_to_float(((const uint16_t *)buf)[i]);
+    case CUDA_R_64F: return ((const double *)buf)[i];
     default: return ((const float *)buf)[i];
     }
 }
@@ -100,6 +107,7 @@ void gt_store(void *buf, cudaDataType_t t, size_t i, double v)
     switch (t) {
     case CUDA_R_16F: ((uint16_t *)buf)[i] = gt_f16_from_float((float)v); break;
     case CUDA_R_16BF: ((uint16_t *)buf)[i] = gt_bf16_from_float((float)v); break;
+    case CUDA_R_64F: ((double *)buf)[i] = v; break;
     default: ((float *)buf)[i] = (float)v; break;
     }
 }
@@ -201,7 +209,8 @@ void gt_gemm_ref(const gt_gemm_t *g, int64_t bt, int64_t i, int64_t j, double *w
     }
     double c = g->beta != 0 ? gt_load(g->c, g->c_type, (size_t)(bt * g->sc + i + j * g->ldc)) : 0;
     double bias = (g->epi & GT_EPI_BIAS) ? gt_load(g->bias, g->bias_type, (size_t)i) : 0;
-    const double u = 0x1p-24;
+    /* fp64: the device's and the reference's own roundings, 2^-53 each. */
+    const double u = g->ab_type == CUDA_R_64F ? 0x1p-52 : 0x1p-24;
     double e = (double)(g->k + 4) * u * (fabs(g->alpha) * s + fabs(g->beta * c) + fabs(bias));
     double x = g->alpha * dot + g->beta * c + bias;
     double v = x;
@@ -212,7 +221,9 @@ void gt_gemm_ref(const gt_gemm_t *g, int64_t bt, int64_t i, int64_t j, double *w
         e = 1.13 * e + 0x1p-20 * fabs(x);
     }
     double u_out = g->c_type == CUDA_R_16F ? 0x1p-11 : g->c_type == CUDA_R_16BF ? 0x1p-8 : u;
-    double floor_abs = g->c_type == CUDA_R_16F ? 0x1p-24 : 0x1p-126;
+    double floor_abs = g->c_type == CUDA_R_16F   ? 0x1p-24
+                       : g->c_type == CUDA_R_64F ? 0x1p-1022
+                                                 : 0x1p-126;
     *want = v;
     *bound = e + u_out * (fabs(v) + e) + floor_abs;
     if (pre) {

@@ -52,11 +52,11 @@ float gt_bf16_to_float(uint16_t h);
 uint16_t gt_f16_from_float(float f);
 float gt_f16_to_float(uint16_t h);
 
-/* Size in bytes of one element of t (CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF). */
+/* Size in bytes of one element of t (CUDA_R_64F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16BF). */
 size_t gt_type_size(cudaDataType_t t);
 /* Element i of a buffer of type t, widened exactly to double. */
 double gt_load(const void *buf, cudaDataType_t t, size_t i);
-/* Stores v (first rounded to float) into element i as type t. */
+/* Stores v (first rounded to float, unless t is CUDA_R_64F) into element i as type t. */
 void gt_store(void *buf, cudaDataType_t t, size_t i, double v);
 
 /* ---- deterministic random numbers ---- */

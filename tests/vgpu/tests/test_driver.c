@@ -384,6 +384,21 @@ static void test_cu_launch_kernel(void **state)
     VGT_EXPECT_CU(CUDA_ERROR_INVALID_VALUE, cuLaunchKernelEx(NULL, (CUfunction)fn, args, NULL));
     VGT_EXPECT_CU(CUDA_ERROR_INVALID_VALUE,
                   cuLaunchKernel((CUfunction)fn, 1, 1, 1, 0, 1, 1, 0, (CUstream)s, args, NULL));
+    /* A stream of another device: the launch fails with CUDA_ERROR_INVALID_HANDLE (see
+     * vg_stream_check_current for the sources) and writes nothing. */
+    VGT_OK(cudaSetDevice(1));
+    cudaStream_t other;
+    VGT_OK(cudaStreamCreate(&other));
+    VGT_OK(cudaSetDevice(0));
+    v = 9.5f;
+    VGT_EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernel((CUfunction)fn, 12, 1, 1, 256, 1, 1,
+                                                            0, (CUstream)other, args, NULL));
+    cfg.hStream = (CUstream)other;
+    VGT_EXPECT_CU(CUDA_ERROR_INVALID_HANDLE, cuLaunchKernelEx(&cfg, (CUfunction)fn, args, NULL));
+    VGT_OK(cudaDeviceSynchronize());
+    vgt_expect_device_floats(d, n, 8.25f);
+    VGT_OK(cudaStreamDestroy(other));
+    (void)cudaGetLastError();
     VGT_OK(cudaStreamDestroy(s));
     VGT_OK(cudaFree(d));
 

@@ -408,6 +408,52 @@ static void test_kernel_on_second_device(void **state)
     VGT_OK(cudaSetDevice(0));
 }
 
+/* A launch into a stream of another device fails at the call with
+ * cudaErrorInvalidResourceHandle, is the thread's last error and changes nothing; the same
+ * stream still takes copies (CUDA allows those) and launches once its device is current. */
+static void test_launch_into_other_device_stream(void **state)
+{
+    const size_t n = 256;
+    VGT_OK(cudaSetDevice(1));
+    float *d = NULL;
+    VGT_OK(cudaMalloc((void **)&d, n * sizeof(float)));
+    cudaStream_t s1;
+    VGT_OK(cudaStreamCreate(&s1));
+    VGT_OK(vgt_fill(d, 1.0f, n, 1000, s1));
+    VGT_OK(cudaStreamSynchronize(s1));
+    VGT_OK(cudaSetDevice(0));
+    (void)cudaGetLastError();
+    float v = 9.0f;
+    unsigned long long nn = n;
+    double cost = 1000;
+    void *args[] = {&d, &v, &nn, &cost};
+    VGT_EXPECT_RT(cudaErrorInvalidResourceHandle,
+                  cudaLaunchKernel((const void *)vgt_k_fill, one, b256, args, 0, s1));
+    VGT_EXPECT_RT(cudaErrorInvalidResourceHandle, cudaGetLastError());
+    VGT_EXPECT_RT(cudaSuccess, cudaGetLastError());
+    cudaLaunchConfig_t cfg = {.gridDim = one, .blockDim = b256, .stream = s1};
+    VGT_EXPECT_RT(cudaErrorInvalidResourceHandle,
+                  cudaLaunchKernelExC(&cfg, (const void *)vgt_k_fill, args));
+    (void)cudaGetLastError();
+    /* The current device's own streams are unaffected. */
+    VGT_OK(vgt_spin(1000, 1.0, NULL));
+    float two[2] = {2.0f, 2.0f};
+    VGT_OK(cudaMemcpyAsync(d, two, sizeof two, cudaMemcpyHostToDevice, s1));
+    VGT_OK(cudaStreamSynchronize(s1));
+    float back[2] = {0, 0};
+    VGT_OK(cudaMemcpy(back, d + 2, sizeof back, cudaMemcpyDeviceToHost));
+    if (back[0] != 1.0f || back[1] != 1.0f)
+        fail_msg("the failed launch wrote d[2..3]: expected 1.0 1.0, got %g %g", back[0],
+                 back[1]);
+    VGT_OK(cudaSetDevice(1));
+    VGT_OK(cudaLaunchKernel((const void *)vgt_k_fill, one, b256, args, 0, s1));
+    VGT_OK(cudaStreamSynchronize(s1));
+    vgt_expect_device_floats(d, n, 9.0f);
+    VGT_OK(cudaStreamDestroy(s1));
+    VGT_OK(cudaFree(d));
+    VGT_OK(cudaSetDevice(0));
+}
+
 static void run_illegal(const char *scenario, int expect_untouched)
 {
     vgt_child_t c;
@@ -471,6 +517,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_func_get_attributes),
         cmocka_unit_test(test_register_replaces_and_rejects),
         cmocka_unit_test(test_kernel_on_second_device),
+        cmocka_unit_test(test_launch_into_other_device_stream),
         cmocka_unit_test(test_illegal_address_outside_allocations),
         cmocka_unit_test(test_illegal_address_straddling_end),
         cmocka_unit_test(test_kernel_use_after_free),

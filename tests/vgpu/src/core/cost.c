@@ -12,6 +12,10 @@ static double peak_tflops(const vgpu_profile_t *p, int dtype_bits)
     case 16: return p->fp16_tflops;
     case 17: return p->bf16_tflops;
     case 19: return p->tf32_tflops;
+    /* fp64 (64): profiles carry no fp64 peak. The data-centre parts they model (A100-class
+     * A800, H100, H200) have an fp64 tensor-core peak equal to their fp32 non-tensor one, so
+     * fp32's is used; on an A40 (fp64 at 1/32 of fp32) fp64 GEMMs are modelled far too fast,
+     * a known gap that only fp64 timings feel. */
     default: return p->fp32_tflops;
     }
 }

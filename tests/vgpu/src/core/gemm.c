@@ -51,7 +51,10 @@ static inline float u2f(uint32_t u)
     return f;
 }
 
-VG_API size_t vg_gemm_type_size(vg_gemm_type_t t) { return t == VG_GEMM_F32 ? 4 : 2; }
+VG_API size_t vg_gemm_type_size(vg_gemm_type_t t)
+{
+    return t == VG_GEMM_F64 ? 8 : t == VG_GEMM_F32 ? 4 : 2;
+}
 
 VG_API const char *vg_gemm_type_name(vg_gemm_type_t t)
 {
@@ -59,6 +62,7 @@ VG_API const char *vg_gemm_type_name(vg_gemm_type_t t)
     case VG_GEMM_F32: return "f32";
     case VG_GEMM_F16: return "f16";
     case VG_GEMM_BF16: return "bf16";
+    case VG_GEMM_F64: return "f64";
     }
     return "?";
 }
@@ -168,6 +172,8 @@ static void load_f32(const void *src, vg_gemm_type_t t, int64_t off, int64_t ss,
         }
         break;
     }
+    case VG_GEMM_F64:
+        break;              /* fp64 never takes the fp32 path (vg__gemm_run_f64) */
     }
 }
 
@@ -192,6 +198,8 @@ static void store_f32(void *dst, vg_gemm_type_t t, int64_t off, int64_t n, const
         }
         break;
     }
+    case VG_GEMM_F64:
+        break;              /* fp64 never takes the fp32 path (vg__gemm_run_f64) */
     }
 }
 
@@ -307,15 +315,17 @@ static void epilogue(const vg_gemm_desc_t *g, int64_t bt, int64_t i0, int64_t mc
                      int64_t nc, const float *acc, scratch_t *s)
 {
     float *t = s->col;
+    /* The scalars came from fp32 or fp16 values, so these conversions are exact. */
+    const float alpha = (float)g->alpha, beta = (float)g->beta;
     int has_bias = (g->epilogue & VG_GEMM_EPI_BIAS) != 0;
     if (has_bias) {
         load_f32(g->bias, g->bias_type, bt * g->stride_bias + i0, 1, mc, s->bias, 1);
     }
     for (int64_t j = 0; j < nc; j++) {
-        if (g->beta != 0.0f) {
+        if (beta != 0.0f) {
             load_f32(g->c, g->c_type, bt * g->stride_c + i0 + (j0 + j) * g->ldc, 1, mc, t, 1);
             for (int64_t i = 0; i < mc; i++) {
-                t[i] *= g->beta;
+                t[i] *= beta;
             }
         } else {
             memset(t, 0, (size_t)mc * sizeof(float));
@@ -324,7 +334,7 @@ static void epilogue(const vg_gemm_desc_t *g, int64_t bt, int64_t i0, int64_t mc
             /* alpha*acc + beta*c, rounded in that order as a GPU epilogue does. */
             const float *aj = acc + j * MC;
             for (int64_t i = 0; i < mc; i++) {
-                t[i] = g->alpha * aj[i] + t[i];
+                t[i] = alpha * aj[i] + t[i];
             }
         }
         if (has_bias) {
@@ -374,7 +384,10 @@ VG_API int vg_gemm_run(const vg_gemm_desc_t *g)
     if (g->m <= 0 || g->n <= 0 || g->batch <= 0) {
         return 0;
     }
-    int product = g->alpha != 0.0f && g->k > 0;
+    if (g->a_type == VG_GEMM_F64) {
+        return vg__gemm_run_f64(g);
+    }
+    int product = (float)g->alpha != 0.0f && g->k > 0;
     scratch_t s = {0};
     /* Edge micro-tiles compute (and store) a full MR x NR block; MC and NC being multiples
      * of MR and NR keeps that inside the MC x NC tile. */

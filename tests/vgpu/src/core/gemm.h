@@ -25,11 +25,11 @@
 
 /* ---- storage types and conversions ---- */
 
-typedef enum { VG_GEMM_F32 = 0, VG_GEMM_F16 = 1, VG_GEMM_BF16 = 2 } vg_gemm_type_t;
+typedef enum { VG_GEMM_F32 = 0, VG_GEMM_F16 = 1, VG_GEMM_BF16 = 2, VG_GEMM_F64 = 3 } vg_gemm_type_t;
 
-/* Bytes per element of t (4 or 2). */
+/* Bytes per element of t (8, 4 or 2). */
 VG_API size_t vg_gemm_type_size(vg_gemm_type_t t);
-/* "f32", "f16" or "bf16". */
+/* "f32", "f16", "bf16" or "f64". */
 VG_API const char *vg_gemm_type_name(vg_gemm_type_t t);
 
 /* IEEE binary16 <-> binary32. Widening is exact (subnormals included); narrowing rounds to
@@ -59,7 +59,10 @@ enum {
     VG_GEMM_EPI_AUX = 1u << 3,
 };
 
-/* One strided-batched GEMM, everything column-major and counted in elements. Matrix b of
+/* One strided-batched GEMM, everything column-major and counted in elements. fp64 (all of
+ * A, B, C and D VG_GEMM_F64) is computed in fp64 by its own routine: one fp64 accumulator per
+ * element summed over k in increasing order, alpha*acc + beta*C, no epilogue (the API
+ * libraries never pass one with fp64). Matrix b of
  * the batch starts at X + b * stride_x. op(A) is m x k: A is m x k (trans_a == 0) or k x m
  * (trans_a != 0, transpose; conjugate-transpose is the same for real types); op(B) is k x n
  * likewise. C and D are m x n; D may equal C (in place, ldd == ldc). */
@@ -71,7 +74,8 @@ typedef struct vg_gemm_desc {
     const void *b; int64_t ldb, stride_b;
     const void *c; int64_t ldc, stride_c;  /* read only when beta != 0 */
     void *d;       int64_t ldd, stride_d;
-    float alpha, beta;
+    double alpha, beta;                     /* fp32/fp16 scalars are held exactly; the fp32
+                                               path rounds them back to float (exact) */
     unsigned epilogue;                      /* VG_GEMM_EPI_* */
     const void *bias; vg_gemm_type_t bias_type; int64_t stride_bias;
     void *aux;        vg_gemm_type_t aux_type;  int64_t ld_aux, stride_aux;
@@ -82,6 +86,8 @@ typedef struct vg_gemm_desc {
  * validated dimensions and pointers. Returns 0, or -1 if scratch memory could not be
  * allocated (D untouched). Thread-safe for distinct outputs. */
 VG_API int vg_gemm_run(const vg_gemm_desc_t *g);
+/* vg_gemm_run for fp64 problems (gemm_f64.c); same contract. */
+int vg__gemm_run_f64(const vg_gemm_desc_t *g);
 
 /* ---- the GEMM as a device operation ---- */
 
@@ -94,11 +100,19 @@ typedef struct vg_gemm_call {
     vg_gemm_desc_t g;          /* g.alpha/g.beta are used unless the *_dev pointers are set */
     const void *alpha_dev;     /* device pointer mode: read at execution, type scalar_type */
     const void *beta_dev;
-    vg_gemm_type_t scalar_type; /* VG_GEMM_F32 or VG_GEMM_F16 */
+    vg_gemm_type_t scalar_type; /* VG_GEMM_F32, VG_GEMM_F16 or VG_GEMM_F64 */
     int beta_is_zero;          /* host mode: beta == 0, so C is neither read nor declared */
-    int dtype_bits;            /* cost class for vg_cost_gemm: 32, 19 (tf32), 16, 17 (bf16) */
+    int dtype_bits;            /* cost class for vg_cost_gemm: 32, 19 (tf32), 16, 17 (bf16),
+                                  64 (fp64) */
     const void *ws;            /* workspace declared written: [ws, ws + ws_bytes) */
     size_t ws_bytes;
+    /* Array-of-pointers batches (cublas<t>gemmBatched, cublasGemmBatchedEx): device arrays
+     * of g.batch pointers to each entry's A, B and C (D is C). The GEMM reads them when it
+     * runs, as a GPU kernel does; the hazard ranges of the matrices are declared from what
+     * they hold at the call (both are checked against the allocation table). g.a, g.b,
+     * g.c, g.d and the batch strides are unused when a_array is set. */
+    const void *const *a_array, *const *b_array;
+    void *const *c_array;
     int dev;                   /* device that runs the op (the handle's) */
     const char *api;           /* static string: "cublasGemmEx", "cublasLtMatmul", ... */
 } vg_gemm_call_t;
@@ -121,6 +135,11 @@ VG_API cublasStatus_t vg_gemm_set_types(vg_gemm_call_t *call, cudaDataType_t at,
  * CUBLAS_STATUS_INVALID_VALUE (bad pointer) or CUBLAS_STATUS_EXECUTION_FAILED (the stream
  * refused the op). Thread-safe. */
 VG_API cublasStatus_t vg_gemm_submit(const vg_gemm_call_t *call, cudaStream_t s);
+
+/* The scalar at p (host or device memory the caller may read) of type t, widened exactly
+ * to double: how alpha and beta are read, at the call in host pointer mode and when the op
+ * runs in device pointer mode. */
+VG_API double vg_gemm_read_scalar(const void *p, vg_gemm_type_t t);
 
 /* cublasGetStatusName / cublasGetStatusString texts (shared by cuBLAS and cuBLASLt). */
 VG_API const char *vg_gemm_status_name(cublasStatus_t st);

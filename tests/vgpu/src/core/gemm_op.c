@@ -12,63 +12,115 @@
 
 #include "gemm.h"
 
+/* cuBLAS's table of type combinations (NVIDIA cuBLAS documentation, cublasGemmEx(): compute
+ * type, scale type, Atype/Btype, Ctype), as (compute family, A=B type, C type):
+ *   16F[_PEDANTIC]: 16F, 16F
+ *   32I[_PEDANTIC]: 8I, 32I                                       (not computed by the vgpu)
+ *   32F[_PEDANTIC]: 16BF, 16BF | 16F, 16F | 8I, 32F | 16BF, 32F | 16F, 32F | 32F, 32F
+ *                   C_8I, C_32F | C_32F, C_32F                    (8I and complex: not computed)
+ *   32F_FAST_16F / _FAST_16BF / _FAST_TF32 / _EMULATED_16BFX9: 32F, 32F | C_32F, C_32F
+ *   64F[_PEDANTIC] / 64F_EMULATED_FIXEDPOINT: 64F, 64F | C_64F, C_64F
+ * Anything else is CUBLAS_STATUS_NOT_SUPPORTED, as in cuBLAS. A combination cuBLAS computes
+ * but the vgpu does not is NOT_SUPPORTED too, with one "vgpu does not implement" line so
+ * that a test can tell the two apart. */
+enum { ROW_NONE, ROW_VGPU, ROW_CUBLAS_ONLY };
+
+static int table_row(cudaDataType_t ab, cudaDataType_t c, cublasComputeType_t compute)
+{
+    switch (compute) {
+    case CUBLAS_COMPUTE_16F:
+    case CUBLAS_COMPUTE_16F_PEDANTIC:
+        return ab == CUDA_R_16F && c == CUDA_R_16F ? ROW_VGPU : ROW_NONE;
+    case CUBLAS_COMPUTE_32I:
+    case CUBLAS_COMPUTE_32I_PEDANTIC:
+        return ab == CUDA_R_8I && c == CUDA_R_32I ? ROW_CUBLAS_ONLY : ROW_NONE;
+    case CUBLAS_COMPUTE_32F:
+    case CUBLAS_COMPUTE_32F_PEDANTIC:
+        if ((ab == CUDA_R_16BF || ab == CUDA_R_16F) && (c == ab || c == CUDA_R_32F)) {
+            return ROW_VGPU;
+        }
+        if (ab == CUDA_R_32F && c == CUDA_R_32F) {
+            return ROW_VGPU;
+        }
+        if ((ab == CUDA_R_8I && c == CUDA_R_32F) || (ab == CUDA_C_8I && c == CUDA_C_32F) ||
+            (ab == CUDA_C_32F && c == CUDA_C_32F)) {
+            return ROW_CUBLAS_ONLY;
+        }
+        return ROW_NONE;
+    case CUBLAS_COMPUTE_32F_FAST_16F:
+    case CUBLAS_COMPUTE_32F_FAST_16BF:
+    case CUBLAS_COMPUTE_32F_FAST_TF32:
+    case CUBLAS_COMPUTE_32F_EMULATED_16BFX9:
+        if (ab == CUDA_R_32F && c == CUDA_R_32F) {
+            return ROW_VGPU;
+        }
+        return ab == CUDA_C_32F && c == CUDA_C_32F ? ROW_CUBLAS_ONLY : ROW_NONE;
+    case CUBLAS_COMPUTE_64F:
+    case CUBLAS_COMPUTE_64F_PEDANTIC:
+    case CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT:
+        if (ab == CUDA_R_64F && c == CUDA_R_64F) {
+            return ROW_VGPU;
+        }
+        return ab == CUDA_C_64F && c == CUDA_C_64F ? ROW_CUBLAS_ONLY : ROW_NONE;
+    default:
+        return ROW_NONE;
+    }
+}
+
+static vg_gemm_type_t storage_type(cudaDataType_t t)
+{
+    switch (t) {
+    case CUDA_R_16F: return VG_GEMM_F16;
+    case CUDA_R_16BF: return VG_GEMM_BF16;
+    case CUDA_R_64F: return VG_GEMM_F64;
+    default: return VG_GEMM_F32;
+    }
+}
+
 VG_API cublasStatus_t vg_gemm_set_types(vg_gemm_call_t *call, cudaDataType_t at,
                                         cudaDataType_t bt, cudaDataType_t ct,
                                         cublasComputeType_t compute, int tf32_math)
 {
     vg_gemm_desc_t *g = &call->g;
-    if (at != bt || at != ct) {
-        /* The only mixed combinations: 16-bit inputs with an fp32 C under fp32 compute. */
-        int mixed_ok = at == bt && ct == CUDA_R_32F && (at == CUDA_R_16F || at == CUDA_R_16BF) &&
-                       (compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_PEDANTIC);
-        if (!mixed_ok) {
-            return CUBLAS_STATUS_NOT_SUPPORTED;
-        }
+    int row = at == bt ? table_row(at, ct, compute) : ROW_NONE;
+    if (row == ROW_CUBLAS_ONLY) {
+        vg_msg("%s: vgpu does not implement A/B type %d, C type %d with compute type %d "
+               "(cuBLAS does)", call->api ? call->api : "GEMM", (int)at, (int)ct, (int)compute);
     }
-    switch (at) {
-    case CUDA_R_32F: g->a_type = VG_GEMM_F32; break;
-    case CUDA_R_16F: g->a_type = VG_GEMM_F16; break;
-    case CUDA_R_16BF: g->a_type = VG_GEMM_BF16; break;
-    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (row != ROW_VGPU) {
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     }
-    g->b_type = g->a_type;
-    g->c_type = ct == CUDA_R_32F ? VG_GEMM_F32 : g->a_type;
-    g->d_type = g->c_type;
+    g->a_type = g->b_type = storage_type(at);
+    g->c_type = g->d_type = storage_type(ct);
     call->scalar_type = VG_GEMM_F32;
     switch (compute) {
-    case CUBLAS_COMPUTE_32F:
-    case CUBLAS_COMPUTE_32F_PEDANTIC:
-        switch (g->a_type) {
-        case VG_GEMM_F32:
-            /* The handle's TF32 math mode applies to the default (not pedantic) type. */
-            call->dtype_bits = tf32_math && compute == CUBLAS_COMPUTE_32F ? 19 : 32;
-            break;
-        case VG_GEMM_F16: call->dtype_bits = 16; break;
-        case VG_GEMM_BF16: call->dtype_bits = 17; break;
-        }
-        return CUBLAS_STATUS_SUCCESS;
-    case CUBLAS_COMPUTE_32F_FAST_16F:
-    case CUBLAS_COMPUTE_32F_FAST_16BF:
-    case CUBLAS_COMPUTE_32F_FAST_TF32:
-        if (g->a_type != VG_GEMM_F32) {
-            return CUBLAS_STATUS_NOT_SUPPORTED;
-        }
-        call->dtype_bits = compute == CUBLAS_COMPUTE_32F_FAST_16F    ? 16
-                           : compute == CUBLAS_COMPUTE_32F_FAST_16BF ? 17
-                                                                     : 19;
-        return CUBLAS_STATUS_SUCCESS;
     case CUBLAS_COMPUTE_16F:
     case CUBLAS_COMPUTE_16F_PEDANTIC:
         /* Computed with an fp32 accumulator: more accurate than a GPU's fp16 one. */
-        if (g->a_type != VG_GEMM_F16 || g->c_type != VG_GEMM_F16) {
-            return CUBLAS_STATUS_NOT_SUPPORTED;
-        }
         call->scalar_type = VG_GEMM_F16;
         call->dtype_bits = 16;
-        return CUBLAS_STATUS_SUCCESS;
-    default:
-        return CUBLAS_STATUS_NOT_SUPPORTED;
+        break;
+    case CUBLAS_COMPUTE_32F_FAST_16F: call->dtype_bits = 16; break;
+    case CUBLAS_COMPUTE_32F_FAST_16BF: call->dtype_bits = 17; break;
+    case CUBLAS_COMPUTE_32F_FAST_TF32: call->dtype_bits = 19; break;
+    case CUBLAS_COMPUTE_64F:
+    case CUBLAS_COMPUTE_64F_PEDANTIC:
+    case CUBLAS_COMPUTE_64F_EMULATED_FIXEDPOINT:
+        call->scalar_type = VG_GEMM_F64;
+        call->dtype_bits = 64;
+        break;
+    default:   /* 32F, 32F_PEDANTIC, 32F_EMULATED_16BFX9: full fp32 on the vgpu */
+        switch (g->a_type) {
+        case VG_GEMM_F16: call->dtype_bits = 16; break;
+        case VG_GEMM_BF16: call->dtype_bits = 17; break;
+        default:
+            /* The handle's TF32 math mode applies to the default (not pedantic) type. */
+            call->dtype_bits = tf32_math && compute == CUBLAS_COMPUTE_32F ? 19 : 32;
+            break;
+        }
+        break;
     }
+    return CUBLAS_STATUS_SUCCESS;
 }
 
 /* Bytes from the first to one past the last element of a strided batch of rows x cols
@@ -126,26 +178,20 @@ static cublasStatus_t add_matrix(vg_op_t *op, const char *api, const char *arg, 
     return add_checked(op, api, arg, start, len, write);
 }
 
-/* Declares every range of the call; stops at the first bad one. */
-static cublasStatus_t add_ranges(vg_op_t *op, const vg_gemm_call_t *call)
-{
-    const vg_gemm_desc_t *g = &call->g;
-    const char *api = call->api;
-    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-    size_t ssz = vg_gemm_type_size(call->scalar_type);
-    int product = g->k > 0 && (call->alpha_dev || g->alpha != 0.0f);
 #define ADD(expr)                                                                              \
     do {                                                                                       \
         if ((st = (expr)) != CUBLAS_STATUS_SUCCESS) {                                          \
             return st;                                                                         \
         }                                                                                      \
     } while (0)
-    if (call->alpha_dev) {
-        ADD(add_checked(op, api, "alpha (device pointer mode)", call->alpha_dev, ssz, 0));
-    }
-    if (call->beta_dev) {
-        ADD(add_checked(op, api, "beta (device pointer mode)", call->beta_dev, ssz, 0));
-    }
+
+/* Declares A, B, C and D of g (a whole strided batch, or one entry of a pointer-array
+ * batch); product: op(A)*op(B) contributes, so A and B are read. */
+static cublasStatus_t add_operands(vg_op_t *op, const vg_gemm_call_t *call,
+                                   const vg_gemm_desc_t *g, int product)
+{
+    const char *api = call->api;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     if (product) {
         ADD(add_matrix(op, api, "A", g->a, g->a_type, g->trans_a ? g->k : g->m,
                        g->trans_a ? g->m : g->k, g->lda, g->stride_a, g->batch, 0));
@@ -161,6 +207,56 @@ static cublasStatus_t add_ranges(vg_op_t *op, const vg_gemm_call_t *call)
     /* D is written; when it is C, the write covers the read of beta*C. */
     ADD(add_matrix(op, api, c_separate ? "D" : "C", g->d, g->d_type, g->m, g->n, g->ldd,
                    g->stride_d, g->batch, 1));
+    return st;
+}
+
+/* Entry e of a pointer-array batch: g with the pointers the arrays hold now. */
+static vg_gemm_desc_t array_entry(const vg_gemm_call_t *call, int64_t e)
+{
+    vg_gemm_desc_t x = call->g;
+    x.batch = 1;
+    x.stride_a = x.stride_b = x.stride_c = x.stride_d = 0;
+    memcpy(&x.a, &call->a_array[e], sizeof x.a);
+    memcpy(&x.b, &call->b_array[e], sizeof x.b);
+    memcpy(&x.c, &call->c_array[e], sizeof x.c);
+    x.d = (void *)x.c;
+    return x;
+}
+
+/* The three pointer arrays, then (unless device memory has no backing, in timing-only
+ * mode) every entry's matrices as the arrays hold them now. */
+static cublasStatus_t add_arrays(vg_op_t *op, const vg_gemm_call_t *call, int product)
+{
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    size_t bytes = (size_t)call->g.batch * sizeof(void *);
+    ADD(add_checked(op, call->api, "Aarray", call->a_array, bytes, 0));
+    ADD(add_checked(op, call->api, "Barray", call->b_array, bytes, 0));
+    ADD(add_checked(op, call->api, "Carray", call->c_array, bytes, 0));
+    if (vg_config()->timing_only) {
+        return st;
+    }
+    for (int64_t e = 0; e < call->g.batch; e++) {
+        vg_gemm_desc_t x = array_entry(call, e);
+        ADD(add_operands(op, call, &x, product));
+    }
+    return st;
+}
+
+/* Declares every range of the call; stops at the first bad one. */
+static cublasStatus_t add_ranges(vg_op_t *op, const vg_gemm_call_t *call)
+{
+    const vg_gemm_desc_t *g = &call->g;
+    const char *api = call->api;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    size_t ssz = vg_gemm_type_size(call->scalar_type);
+    int product = g->k > 0 && (call->alpha_dev || g->alpha != 0.0);
+    if (call->alpha_dev) {
+        ADD(add_checked(op, api, "alpha (device pointer mode)", call->alpha_dev, ssz, 0));
+    }
+    if (call->beta_dev) {
+        ADD(add_checked(op, api, "beta (device pointer mode)", call->beta_dev, ssz, 0));
+    }
+    ADD(call->a_array ? add_arrays(op, call, product) : add_operands(op, call, g, product));
     if (g->epilogue & VG_GEMM_EPI_BIAS) {
         ADD(add_matrix(op, api, "bias", g->bias, g->bias_type, g->m, 1, g->m, g->stride_bias,
                        g->batch, 0));
@@ -172,20 +268,60 @@ static cublasStatus_t add_ranges(vg_op_t *op, const vg_gemm_call_t *call)
     if (call->ws && call->ws_bytes > 0) {
         ADD(add_checked(op, api, "workspace", call->ws, call->ws_bytes, 1));
     }
-#undef ADD
     return st;
 }
+#undef ADD
 
-static float read_scalar(const void *p, vg_gemm_type_t t)
+/* Whether one matrix of a pointer-array entry lies in live device memory when the GEMM
+ * runs (the arrays may have been rewritten since the call). */
+static int matrix_live(const void *p, vg_gemm_type_t t, int64_t rows, int64_t cols, int64_t ld)
+{
+    int64_t lo;
+    size_t len = span_bytes(rows, cols, ld, 0, 1, vg_gemm_type_size(t), &lo);
+    return p && vg_mem_find(p, len, NULL) == 1;
+}
+
+/* Runs a pointer-array batch entry by entry with the pointers the arrays hold now; an entry
+ * whose matrices are not live device memory is skipped with a message. */
+static void run_arrays(const vg_op_t *op, const vg_gemm_call_t *call, double alpha,
+                       double beta)
+{
+    for (int64_t e = 0; e < call->g.batch; e++) {
+        vg_gemm_desc_t x = array_entry(call, e);
+        x.alpha = alpha;
+        x.beta = beta;
+        int product = x.k > 0 && alpha != 0.0;
+        if ((product && (!matrix_live(x.a, x.a_type, x.trans_a ? x.k : x.m,
+                                      x.trans_a ? x.m : x.k, x.lda) ||
+                         !matrix_live(x.b, x.b_type, x.trans_b ? x.n : x.k,
+                                      x.trans_b ? x.k : x.n, x.ldb))) ||
+            !matrix_live(x.c, x.c_type, x.m, x.n, x.ldc)) {
+            vg_msg("%s: %s: batch entry %lld points outside live device memory when it runs; "
+                   "entry skipped", op->api, op->name, (long long)e);
+            continue;
+        }
+        if (vg_gemm_run(&x) != 0) {
+            vg_msg("%s: %s: out of host memory, output left unchanged", op->api, op->name);
+        }
+    }
+}
+
+VG_API double vg_gemm_read_scalar(const void *p, vg_gemm_type_t t)
 {
     uint16_t h;
     float f;
-    if (t == VG_GEMM_F16) {
+    double d;
+    switch (t) {
+    case VG_GEMM_F16:
         memcpy(&h, p, sizeof h);
         return vg_gemm_f16_to_f32(h);
+    case VG_GEMM_F64:
+        memcpy(&d, p, sizeof d);
+        return d;
+    default:
+        memcpy(&f, p, sizeof f);
+        return f;
     }
-    memcpy(&f, p, sizeof f);
-    return f;
 }
 
 /* Runs at the op's start in virtual time, with the device lock held: device scalars are
@@ -195,10 +331,14 @@ static void gemm_exec(vg_op_t *op)
     const vg_gemm_call_t *call = op->payload;
     vg_gemm_desc_t g = call->g;
     if (call->alpha_dev) {
-        g.alpha = read_scalar(call->alpha_dev, call->scalar_type);
+        g.alpha = vg_gemm_read_scalar(call->alpha_dev, call->scalar_type);
     }
     if (call->beta_dev) {
-        g.beta = read_scalar(call->beta_dev, call->scalar_type);
+        g.beta = vg_gemm_read_scalar(call->beta_dev, call->scalar_type);
+    }
+    if (call->a_array) {
+        run_arrays(op, call, g.alpha, g.beta);
+        return;
     }
     if (vg_gemm_run(&g) != 0) {
         vg_msg("%s: %s: out of host memory, output left unchanged", op->api, op->name);
@@ -257,7 +397,19 @@ VG_API cublasStatus_t vg_gemm_submit(const vg_gemm_call_t *call, cudaStream_t s)
     if (g->m == 0 || g->n == 0 || g->batch == 0) {
         return CUBLAS_STATUS_SUCCESS;
     }
-    /* The op belongs to the handle's device, whatever device is current on this thread. */
+    /* The GEMM's kernel is launched through the runtime on the calling thread's current
+     * device; a stream of another device fails that launch (vg_stream_check_current), which
+     * cuBLAS reports as CUBLAS_STATUS_EXECUTION_FAILED ("the GPU program failed to execute.
+     * This is often caused by a launch failure of the kernel on the GPU", cuBLAS docs,
+     * cublasStatus_t). Whether cuBLAS consumes the runtime's error with cudaGetLastError is
+     * not documented; the vgpu leaves it as the thread's last error, as the failed runtime
+     * launch itself would. */
+    cudaError_t se = vg_stream_check_current(s, call->api);
+    if (se != cudaSuccess) {
+        vg_record_error(se);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    /* Otherwise the op belongs to the handle's device, whatever device is current. */
     int prev = vg_current_device();
     int switched = prev != call->dev && vg_set_device(call->dev) == cudaSuccess;
     vg_op_t *op = vg_op_new(call->api, VG_COMPUTE);

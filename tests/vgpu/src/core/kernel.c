@@ -113,6 +113,10 @@ cudaError_t vg_launch(const void *func, dim3 grid, dim3 block, void **args, size
     if (k->d.nparams && !args) {
         return cudaErrorInvalidValue;
     }
+    cudaError_t se = vg_stream_check_current(s, api);
+    if (se != cudaSuccess) {
+        return se;
+    }
     size_t total = 0;
     for (int i = 0; i < k->d.nparams; i++) {
         total += (k->d.param_sizes[i] + 15) & ~(size_t)15;

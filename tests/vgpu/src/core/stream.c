@@ -108,6 +108,25 @@ cudaError_t vg_stream_check(cudaStream_t s)
     return st ? cudaSuccess : err;
 }
 
+cudaError_t vg_stream_check_current(cudaStream_t s, const char *api)
+{
+    cudaError_t err = cudaSuccess;
+    int cur = vg_current_device();
+    vg_lock();
+    vg_stream_t *st = vg__stream_get(s, &err);
+    int dev = st ? st->dev : cur;
+    vg_unlock();
+    if (!st) {
+        return err;
+    }
+    if (dev != cur) {
+        vg_msg("%s: the stream belongs to device %d but the calling thread's current device "
+               "is %d", api, dev, cur);
+        return cudaErrorInvalidResourceHandle;
+    }
+    return cudaSuccess;
+}
+
 cudaError_t vg_stream_create(cudaStream_t *out, unsigned flags, int priority)
 {
     if (!out || (flags & ~(unsigned)cudaStreamNonBlocking)) {

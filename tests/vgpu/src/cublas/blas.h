@@ -36,6 +36,7 @@ struct cublasContext {
     cublasPointerMode_t pointer_mode;
     cublasMath_t math_mode;
     cublasAtomicsMode_t atomics_mode;
+    cublasEmulationStrategy_t emulation;  /* recorded only: the vgpu never emulates */
     struct cublasContext *next;      /* every handle ever made; guarded by the list lock */
 };
 
@@ -44,5 +45,26 @@ static inline struct cublasContext *vg__blas(cublasHandle_t h)
 {
     return h && h->hdr.magic == VG_BLAS_MAGIC ? h : NULL;
 }
+
+/* One cuBLAS GEMM as the API described it, before any checking (blas_gemm.c). a_array,
+ * b_array and c_array are set only by the pointer-array batched entry points, which leave
+ * a, b, c and the strides zero. */
+typedef struct vg_blas_gemm_args {
+    const char *api;
+    cublasOperation_t ta, tb;
+    int64_t m, n, k;
+    const void *alpha, *beta;
+    const void *a; cudaDataType_t at; int64_t lda; long long sa;
+    const void *b; cudaDataType_t bt; int64_t ldb; long long sb;
+    void *c;       cudaDataType_t ct; int64_t ldc; long long sc;
+    int64_t batch;
+    cublasComputeType_t compute;
+    const void *const *a_array, *const *b_array;
+    void *const *c_array;
+} vg_blas_gemm_args_t;
+
+/* Checks x as cuBLAS does (the list is in blas_gemm.c) and submits it on the handle's
+ * stream. Returns the cuBLAS status of the call. */
+cublasStatus_t vg__blas_gemm_call(cublasHandle_t handle, const vg_blas_gemm_args_t *x);
 
 #endif

@@ -1,13 +1,35 @@
 /*
  * blas_gemm.c: the cuBLAS GEMM entry points (libcublas.so.13).
  *
- * Every entry point funnels into gemm_call(), which checks its arguments in the order and
- * with the statuses cuBLAS documents (handle, then values, then type support), copies host
+ * Every entry point (here and in blas_gemm64.c) funnels into vg__blas_gemm_call(), which
+ * checks its arguments in the order and with the statuses cuBLAS documents, copies host
  * scalars at call time, and hands the call to the core's vg_gemm_submit() as one operation
  * on the handle's stream. A handle with a user workspace (cublasSetWorkspace) declares the
  * first VG_GEMM_WS_TOUCH bytes of it written by every GEMM, so that two GEMMs sharing one
  * workspace on two streams at once are reported by the hazard detector, as they would race
  * on a GPU.
+ *
+ * Call-time checks, in this order, of every GEMM entry point (cublasSgemm_v2, cublasDgemm_v2,
+ * cublasHgemm, cublasSgemmEx, cublasGemmEx, the StridedBatched and Batched forms, and the
+ * _64 variants); the shim mirrors this list to answer a deferred GEMM at the call:
+ *   1. handle NULL, destroyed or not a cuBLAS handle       -> CUBLAS_STATUS_NOT_INITIALIZED
+ *   2. transa/transb not N, T or C; m, n or k < 0; batchCount < 0
+ *                                                          -> CUBLAS_STATUS_INVALID_VALUE
+ *   3. lda < max(1, transa == N ? m : k), ldb < max(1, transb == N ? k : n),
+ *      ldc < max(1, m)                                     -> CUBLAS_STATUS_INVALID_VALUE
+ *   4. alpha or beta NULL                                  -> CUBLAS_STATUS_INVALID_VALUE
+ *   5. (A, B, C, compute type) not in cuBLAS's cublasGemmEx table (vg_gemm_set_types),
+ *      or one the vgpu does not compute (int8, complex)    -> CUBLAS_STATUS_NOT_SUPPORTED
+ *   6. m, n or batchCount 0: nothing is launched           -> CUBLAS_STATUS_SUCCESS
+ *   7. the handle's stream belongs to a device other than the calling thread's current one
+ *      (the launch fails; cudaErrorInvalidResourceHandle is left as the runtime's last
+ *      error)                                              -> CUBLAS_STATUS_EXECUTION_FAILED
+ *   8. vgpu only (cuBLAS does not check pointers; a GPU faults asynchronously): an operand,
+ *      pointer array, device-mode scalar or workspace not inside one live device
+ *      allocation                                          -> CUBLAS_STATUS_INVALID_VALUE
+ * Steps 1-4 are the cuBLAS documentation's "Error Value" tables of cublas<t>gemm,
+ * cublas<t>gemmBatched, cublas<t>gemmStridedBatched and cublasGemmEx (NVIDIA cuBLAS docs,
+ * BLAS-like extension and Level-3 sections); step 5 its cublasGemmEx type table.
  */
 #include <cublas_v2.h>
 
@@ -31,19 +53,6 @@ cublasStatus_t cublasHgemmStridedBatched(cublasHandle_t handle, cublasOperation_
                                          long long strideB, const uint16_t *beta, uint16_t *C,
                                          int ldc, long long strideC, int batchCount);
 
-/* One GEMM as the API described it (before any checking). */
-typedef struct gemm_args {
-    const char *api;
-    cublasOperation_t ta, tb;
-    int64_t m, n, k;
-    const void *alpha, *beta;
-    const void *a; cudaDataType_t at; int64_t lda; long long sa;
-    const void *b; cudaDataType_t bt; int64_t ldb; long long sb;
-    void *c;       cudaDataType_t ct; int64_t ldc; long long sc;
-    int64_t batch;
-    cublasComputeType_t compute;
-} gemm_args_t;
-
 static int valid_op(cublasOperation_t op)
 {
     return op == CUBLAS_OP_N || op == CUBLAS_OP_T || op == CUBLAS_OP_C;
@@ -51,15 +60,7 @@ static int valid_op(cublasOperation_t op)
 
 static int64_t max1(int64_t v) { return v > 1 ? v : 1; }
 
-static float host_scalar(const void *p, vg_gemm_type_t t)
-{
-    if (t == VG_GEMM_F16) {
-        return vg_gemm_f16_to_f32(*(const uint16_t *)p);
-    }
-    return *(const float *)p;
-}
-
-static cublasStatus_t gemm_call(cublasHandle_t handle, const gemm_args_t *x)
+cublasStatus_t vg__blas_gemm_call(cublasHandle_t handle, const vg_blas_gemm_args_t *x)
 {
     struct cublasContext *h = vg__blas(handle);
     if (!h) {
@@ -78,6 +79,7 @@ static cublasStatus_t gemm_call(cublasHandle_t handle, const gemm_args_t *x)
         return CUBLAS_STATUS_INVALID_VALUE;
     }
     vg_gemm_call_t call = {0};
+    call.api = x->api;
     int tf32 = ((unsigned)h->math_mode & 0xfu) == CUBLAS_TF32_TENSOR_OP_MATH;
     cublasStatus_t st = vg_gemm_set_types(&call, x->at, x->bt, x->ct, x->compute, tf32);
     if (st != CUBLAS_STATUS_SUCCESS) {
@@ -90,6 +92,9 @@ static cublasStatus_t gemm_call(cublasHandle_t handle, const gemm_args_t *x)
     g->batch = x->batch;
     g->trans_a = x->ta != CUBLAS_OP_N;
     g->trans_b = x->tb != CUBLAS_OP_N;
+    call.a_array = x->a_array;
+    call.b_array = x->b_array;
+    call.c_array = x->c_array;
     g->a = x->a;
     g->lda = x->lda;
     g->stride_a = x->sa;
@@ -107,16 +112,15 @@ static cublasStatus_t gemm_call(cublasHandle_t handle, const gemm_args_t *x)
         call.beta_dev = x->beta;
     } else {
         /* Host scalars are read now: the caller may reuse them as soon as we return. */
-        g->alpha = host_scalar(x->alpha, call.scalar_type);
-        g->beta = host_scalar(x->beta, call.scalar_type);
-        call.beta_is_zero = g->beta == 0.0f;
+        g->alpha = vg_gemm_read_scalar(x->alpha, call.scalar_type);
+        g->beta = vg_gemm_read_scalar(x->beta, call.scalar_type);
+        call.beta_is_zero = g->beta == 0.0;
     }
     if (h->ws) {
         call.ws = h->ws;
         call.ws_bytes = h->ws_size < VG_GEMM_WS_TOUCH ? h->ws_size : VG_GEMM_WS_TOUCH;
     }
     call.dev = h->hdr.dev;
-    call.api = x->api;
     return vg_gemm_submit(&call, h->stream);
 }
 
@@ -127,10 +131,10 @@ VG_API cublasStatus_t cublasGemmStridedBatchedEx_64(
     const void *beta, void *C, cudaDataType Ctype, int64_t ldc, long long int strideC,
     int64_t batchCount, cublasComputeType_t computeType, cublasGemmAlgo_t algo)
 {
-    gemm_args_t x = {"cublasGemmStridedBatchedEx", transa, transb, m, n, k, alpha, beta,
+    vg_blas_gemm_args_t x = {"cublasGemmStridedBatchedEx", transa, transb, m, n, k, alpha, beta,
                      A, Atype, lda, strideA, B, Btype, ldb, strideB, C, Ctype, ldc, strideC,
-                     batchCount, computeType};
-    return gemm_call(handle, &x);
+                     batchCount, computeType, NULL, NULL, NULL};
+    return vg__blas_gemm_call(handle, &x);
 }
 
 VG_API cublasStatus_t cublasGemmStridedBatchedEx(
@@ -153,9 +157,10 @@ VG_API cublasStatus_t cublasGemmEx_64(cublasHandle_t handle, cublasOperation_t t
                                       int64_t ldc, cublasComputeType_t computeType,
                                       cublasGemmAlgo_t algo)
 {
-    gemm_args_t x = {"cublasGemmEx", transa, transb, m, n, k, alpha, beta,
-                     A, Atype, lda, 0, B, Btype, ldb, 0, C, Ctype, ldc, 0, 1, computeType};
-    return gemm_call(handle, &x);
+    vg_blas_gemm_args_t x = {"cublasGemmEx", transa, transb, m, n, k, alpha, beta,
+                     A, Atype, lda, 0, B, Btype, ldb, 0, C, Ctype, ldc, 0, 1, computeType,
+                     NULL, NULL, NULL};
+    return vg__blas_gemm_call(handle, &x);
 }
 
 VG_API cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa,
@@ -175,9 +180,10 @@ VG_API cublasStatus_t cublasSgemmEx(cublasHandle_t handle, cublasOperation_t tra
                                     int lda, const void *B, cudaDataType Btype, int ldb,
                                     const float *beta, void *C, cudaDataType Ctype, int ldc)
 {
-    gemm_args_t x = {"cublasSgemmEx", transa, transb, m, n, k, alpha, beta,
-                     A, Atype, lda, 0, B, Btype, ldb, 0, C, Ctype, ldc, 0, 1, CUBLAS_COMPUTE_32F};
-    return gemm_call(handle, &x);
+    vg_blas_gemm_args_t x = {"cublasSgemmEx", transa, transb, m, n, k, alpha, beta,
+                     A, Atype, lda, 0, B, Btype, ldb, 0, C, Ctype, ldc, 0, 1, CUBLAS_COMPUTE_32F,
+                     NULL, NULL, NULL};
+    return vg__blas_gemm_call(handle, &x);
 }
 
 VG_API cublasStatus_t cublasSgemmStridedBatched_64(
@@ -186,10 +192,10 @@ VG_API cublasStatus_t cublasSgemmStridedBatched_64(
     const float *B, int64_t ldb, long long int strideB, const float *beta, float *C, int64_t ldc,
     long long int strideC, int64_t batchCount)
 {
-    gemm_args_t x = {"cublasSgemmStridedBatched", transa, transb, m, n, k, alpha, beta,
+    vg_blas_gemm_args_t x = {"cublasSgemmStridedBatched", transa, transb, m, n, k, alpha, beta,
                      A, CUDA_R_32F, lda, strideA, B, CUDA_R_32F, ldb, strideB,
-                     C, CUDA_R_32F, ldc, strideC, batchCount, CUBLAS_COMPUTE_32F};
-    return gemm_call(handle, &x);
+                     C, CUDA_R_32F, ldc, strideC, batchCount, CUBLAS_COMPUTE_32F, NULL, NULL, NULL};
+    return vg__blas_gemm_call(handle, &x);
 }
 
 VG_API cublasStatus_t cublasSgemmStridedBatched(
@@ -208,10 +214,10 @@ VG_API cublasStatus_t cublasSgemm_v2_64(cublasHandle_t handle, cublasOperation_t
                                         int64_t lda, const float *B, int64_t ldb,
                                         const float *beta, float *C, int64_t ldc)
 {
-    gemm_args_t x = {"cublasSgemm", transa, transb, m, n, k, alpha, beta,
+    vg_blas_gemm_args_t x = {"cublasSgemm", transa, transb, m, n, k, alpha, beta,
                      A, CUDA_R_32F, lda, 0, B, CUDA_R_32F, ldb, 0, C, CUDA_R_32F, ldc, 0,
-                     1, CUBLAS_COMPUTE_32F};
-    return gemm_call(handle, &x);
+                     1, CUBLAS_COMPUTE_32F, NULL, NULL, NULL};
+    return vg__blas_gemm_call(handle, &x);
 }
 
 VG_API cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa,
@@ -229,10 +235,10 @@ VG_API cublasStatus_t cublasHgemm_64(cublasHandle_t handle, cublasOperation_t tr
                                      const uint16_t *B, int64_t ldb, const uint16_t *beta,
                                      uint16_t *C, int64_t ldc)
 {
-    gemm_args_t x = {"cublasHgemm", transa, transb, m, n, k, alpha, beta,
+    vg_blas_gemm_args_t x = {"cublasHgemm", transa, transb, m, n, k, alpha, beta,
                      A, CUDA_R_16F, lda, 0, B, CUDA_R_16F, ldb, 0, C, CUDA_R_16F, ldc, 0,
-                     1, CUBLAS_COMPUTE_16F};
-    return gemm_call(handle, &x);
+                     1, CUBLAS_COMPUTE_16F, NULL, NULL, NULL};
+    return vg__blas_gemm_call(handle, &x);
 }
 
 VG_API cublasStatus_t cublasHgemm(cublasHandle_t handle, cublasOperation_t transa,
@@ -252,8 +258,8 @@ VG_API cublasStatus_t cublasHgemmStridedBatched(cublasHandle_t handle, cublasOpe
                                                 const uint16_t *beta, uint16_t *C, int ldc,
                                                 long long strideC, int batchCount)
 {
-    gemm_args_t x = {"cublasHgemmStridedBatched", transa, transb, m, n, k, alpha, beta,
+    vg_blas_gemm_args_t x = {"cublasHgemmStridedBatched", transa, transb, m, n, k, alpha, beta,
                      A, CUDA_R_16F, lda, strideA, B, CUDA_R_16F, ldb, strideB,
-                     C, CUDA_R_16F, ldc, strideC, batchCount, CUBLAS_COMPUTE_16F};
-    return gemm_call(handle, &x);
+                     C, CUDA_R_16F, ldc, strideC, batchCount, CUBLAS_COMPUTE_16F, NULL, NULL, NULL};
+    return vg__blas_gemm_call(handle, &x);
 }

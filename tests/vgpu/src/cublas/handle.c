@@ -46,6 +46,7 @@ VG_API cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
         h->pointer_mode = CUBLAS_POINTER_MODE_HOST;
         h->math_mode = CUBLAS_DEFAULT_MATH;
         h->atomics_mode = CUBLAS_ATOMICS_NOT_ALLOWED;
+        h->emulation = CUBLAS_EMULATION_STRATEGY_DEFAULT;
         h->hdr.magic = VG_BLAS_MAGIC;
     }
     pthread_mutex_unlock(&list_lock);
@@ -225,6 +226,31 @@ VG_API cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode
     case CUBLAS_FP32_EMULATED_BF16X9_MATH:
     case CUBLAS_FP64_EMULATED_FIXEDPOINT_MATH:
         h->math_mode = mode;
+        return CUBLAS_STATUS_SUCCESS;
+    default:
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+}
+
+VG_BLAS_GETTER(cublasGetEmulationStrategy, cublasEmulationStrategy_t, emulation)
+
+/* cublas_api.h (CUDA 13) names three strategies; any other value is INVALID_VALUE, as for
+ * the other handle modes. Recorded only: the vgpu computes fp32 and fp64 exactly as asked,
+ * never through BF16x9 or fixed-point emulation, so the strategy changes no result here
+ * (on a GPU it may change results of CUBLAS_COMPUTE_32F_EMULATED_16BFX9 and the
+ * CUBLAS_*_EMULATED_* math modes). */
+VG_API cublasStatus_t cublasSetEmulationStrategy(cublasHandle_t handle,
+                                                 cublasEmulationStrategy_t emulationStrategy)
+{
+    struct cublasContext *h = vg__blas(handle);
+    if (!h) {
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    }
+    switch (emulationStrategy) {
+    case CUBLAS_EMULATION_STRATEGY_DEFAULT:
+    case CUBLAS_EMULATION_STRATEGY_PERFORMANT:
+    case CUBLAS_EMULATION_STRATEGY_EAGER:
+        h->emulation = emulationStrategy;
         return CUBLAS_STATUS_SUCCESS;
     default:
         return CUBLAS_STATUS_INVALID_VALUE;

@@ -71,6 +71,27 @@ typedef struct lt_pref {
     uint64_t impl_mask;
 } lt_pref_t;
 
+/* A cublasLtMatmulAlgo_t as the vgpu fills it (cublasLtMatmulAlgoInit, the heuristic). The
+ * vgpu has one algorithm, LT_ALGO_ID; its workspace need follows its split-K configuration
+ * (lt_algo.c). Config fields have the types cublasLt.h documents for
+ * cublasLtMatmulAlgoConfigAttributes_t. */
+#define LT_ALGO_ID 0
+#define LT_SPLITK_NUM 4             /* the heuristic's split when it splits K */
+typedef struct lt_algo {
+    uint64_t magic;                 /* LT_ALGO_MAGIC (data[0]) */
+    uint64_t ws;                    /* workspace bytes the algo needs (data[1]) */
+    int32_t id;                     /* CUBLASLT_ALGO_CONFIG_ID (read-only) */
+    uint32_t tile_id;
+    int32_t splitk_num;
+    uint32_t reduction_scheme;
+    uint32_t cta_swizzling;
+    uint32_t custom_option;
+    uint32_t stages_id;
+    uint16_t inner_shape_id;
+    uint16_t cluster_shape_id;
+} lt_algo_t;
+
+_Static_assert(sizeof(lt_algo_t) <= sizeof(cublasLtMatmulAlgo_t), "algo too large");
 _Static_assert(sizeof(lt_desc_t) <= sizeof(cublasLtMatmulDescOpaque_t), "desc too large");
 _Static_assert(sizeof(lt_layout_t) <= sizeof(cublasLtMatrixLayoutOpaque_t), "layout too large");
 _Static_assert(sizeof(lt_pref_t) <= sizeof(cublasLtMatmulPreferenceOpaque_t), "pref too large");
@@ -79,5 +100,19 @@ _Static_assert(sizeof(lt_pref_t) <= sizeof(cublasLtMatmulPreferenceOpaque_t), "p
 const lt_desc_t *vg__lt_desc(cublasLtMatmulDesc_t d);
 const lt_layout_t *vg__lt_layout(cublasLtMatrixLayout_t l);
 const lt_pref_t *vg__lt_pref(cublasLtMatmulPreference_t p);
+
+/* Checks the types of a matmul (compute, scale, A, B, C, D) as cuBLASLt would for the
+ * vgpu's one algorithm and fills call's types: NOT_SUPPORTED for fp8/fp4 inputs (with a
+ * "vgpu does not implement" line), combinations outside cuBLAS's type table, D of another
+ * type than C, or a scale type other than the compute type's. */
+cublasStatus_t vg__lt_check_types(vg_gemm_call_t *call, int32_t compute, int32_t scale,
+                                  uint32_t at, uint32_t bt, uint32_t ct, uint32_t dt);
+
+/* The algo the vgpu's heuristic picks: LT_ALGO_ID, splitting K (LT_SPLITK_NUM parts, partial
+ * sums in the compute type) when the problem's K needs it and ws > 0 bytes are allowed. */
+void vg__lt_algo_fill(cublasLtMatmulAlgo_t *algo, size_t ws);
+
+/* The vgpu's view of algo, or NULL when algo was not filled by the vgpu. */
+const lt_algo_t *vg__lt_algo(const cublasLtMatmulAlgo_t *algo);
 
 #endif

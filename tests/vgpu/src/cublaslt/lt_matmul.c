@@ -10,6 +10,39 @@
  *
  * cublasLtMatmul copies everything out of the descriptors before it returns: PyTorch
  * destroys them right after the call, long before the operation runs.
+ *
+ * Call-time checks of cublasLtMatmul and cublasLtMatmulAlgoGetHeuristic, in this order (the
+ * shim mirrors this list). Sources: the \retval lists of both in cublasLt.h (CUDA 13):
+ * INVALID_VALUE "if parameters are in conflict or in an impossible configuration",
+ * NOT_SUPPORTED "if current implementation on selected device doesn't support configured
+ * operation" / "if no heuristic function available for current configuration".
+ *   1. handle neither a live cuBLASLt nor a live cuBLAS handle  -> NOT_INITIALIZED
+ *   2. heuristic: requestedAlgoCount <= 0, results or count NULL, preference not live
+ *                                                                -> INVALID_VALUE
+ *   3. descriptor or a layout not live; transa/transb not N, T, C -> INVALID_VALUE
+ *   4. a layout not column-major, with a plane offset or pointer-array batch mode
+ *                                                                -> NOT_SUPPORTED (vgpu)
+ *      ld < max(1, rows) of any layout, batch count < 1 or unequal -> INVALID_VALUE
+ *   5. transc not N, fill mode not FULL, unknown pointer mode    -> NOT_SUPPORTED (vgpu)
+ *      A or B fp8/fp4 (with or without scale pointers)           -> NOT_SUPPORTED
+ *      an fp8 scale pointer with other types                     -> INVALID_VALUE (cuBLASLt
+ *        docs of CUBLASLT_MATMUL_DESC_A_SCALE_POINTER)
+ *      types outside cuBLAS's table (vg_gemm_set_types), D type not C's, scale type not the
+ *      compute type's                                            -> NOT_SUPPORTED
+ *   6. op(A), op(B), C and D dimensions inconsistent             -> INVALID_VALUE
+ *   7. an epilogue the vgpu lacks, any epilogue on fp64, a bias/aux type it lacks
+ *                                                                -> NOT_SUPPORTED (vgpu)
+ *      aux ld < m or not a multiple of 8                         -> INVALID_VALUE
+ *   matmul only:
+ *   8. alpha or beta NULL; C NULL with beta != 0; bias or aux pointer missing for the
+ *      epilogue                                                  -> INVALID_VALUE
+ *   9. algo not made by the heuristic or cublasLtMatmulAlgoInit; workspace smaller than the
+ *      algo needs, or NULL while it needs some                   -> INVALID_VALUE
+ *  10. m, n or batch 0                                           -> SUCCESS, nothing runs
+ *      stream of a device other than the calling thread's        -> EXECUTION_FAILED
+ *      vgpu only: an operand, scalar or workspace not inside one live device allocation
+ *                                                                -> INVALID_VALUE
+ * "(vgpu)" marks configurations cuBLASLt may run but the vgpu does not implement.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -162,6 +195,42 @@ static cublasStatus_t check_layouts(const lt_layout_t *const all[4])
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* The 8- and 4-bit floating-point types (fp8 E4M3/E5M2, the UE8M0 block scale,
+ * fp4 E2M1; UE4M3 is E4M3 by value): cuBLASLt-only inputs the vgpu does not compute. */
+static int is_narrow_float(uint32_t t)
+{
+    switch (t) {
+    case CUDA_R_8F_E4M3:
+    case CUDA_R_8F_E5M2:
+    case CUDA_R_8F_UE8M0:
+    case CUDA_R_4F_E2M1:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+cublasStatus_t vg__lt_check_types(vg_gemm_call_t *call, int32_t compute, int32_t scale,
+                                  uint32_t at, uint32_t bt, uint32_t ct, uint32_t dt)
+{
+    if (is_narrow_float(at) || is_narrow_float(bt)) {
+        /* cuBLASLt computes these on sm_89 and later; with no algorithm for them the
+         * heuristic and cublasLtMatmul answer NOT_SUPPORTED, as cuBLASLt does for a
+         * configuration it has no kernel for. */
+        vg_msg("cublasLt: vgpu does not implement fp8/fp4 inputs (A type %u, B type %u)", at,
+               bt);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    cublasStatus_t st = vg_gemm_set_types(call, at, bt, ct, compute, 0);
+    if (st != CUBLAS_STATUS_SUCCESS || dt != ct) {
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    cudaDataType_t want_scale = call->scalar_type == VG_GEMM_F16   ? CUDA_R_16F
+                                : call->scalar_type == VG_GEMM_F64 ? CUDA_R_64F
+                                                                   : CUDA_R_32F;
+    return scale == (int32_t)want_scale ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
 /* Operation settings the vgpu cannot honour, and types (into call). */
 static cublasStatus_t check_desc(const lt_desc_t *d, const lt_layout_t *a, const lt_layout_t *b,
                                  const lt_layout_t *c, const lt_layout_t *o, vg_gemm_call_t *call)
@@ -171,18 +240,20 @@ static cublasStatus_t check_desc(const lt_desc_t *d, const lt_layout_t *a, const
          d->pointer_mode != CUBLASLT_POINTER_MODE_DEVICE)) {
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
+    if (is_narrow_float(a->type) || is_narrow_float(b->type)) {
+        return vg__lt_check_types(call, d->compute_type, d->scale_type, a->type, b->type,
+                                  c->type, o->type);
+    }
     for (int i = 0; i < 8; i++) {
         if (d->scale_ptrs[i]) {
-            return CUBLAS_STATUS_INVALID_VALUE;   /* fp8 scaling on non-fp8 types */
+            /* "If set for an unsupported matrix data, scale, and compute type combination,
+             * calling cublasLtMatmul() will return CUBLAS_INVALID_VALUE" (cuBLASLt docs,
+             * CUBLASLT_MATMUL_DESC_A_SCALE_POINTER). */
+            return CUBLAS_STATUS_INVALID_VALUE;
         }
     }
-    cublasStatus_t st = vg_gemm_set_types(call, a->type, b->type, c->type, d->compute_type, 0);
-    if (st != CUBLAS_STATUS_SUCCESS || o->type != c->type) {
-        return CUBLAS_STATUS_NOT_SUPPORTED;
-    }
-    cudaDataType_t want_scale = call->scalar_type == VG_GEMM_F16 ? CUDA_R_16F : CUDA_R_32F;
-    return d->scale_type == (int32_t)want_scale ? CUBLAS_STATUS_SUCCESS
-                                                : CUBLAS_STATUS_NOT_SUPPORTED;
+    return vg__lt_check_types(call, d->compute_type, d->scale_type, a->type, b->type, c->type,
+                              o->type);
 }
 
 /* Dimensions from the layouts (m, n from D; k from op(A)), which must agree. */
@@ -218,6 +289,10 @@ static cublasStatus_t set_epilogue(const lt_desc_t *d, vg_gemm_desc_t *g)
     int ok;
     g->epilogue = epilogue_flags(d->epilogue, &ok);
     if (!ok) {
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (g->epilogue && g->d_type == VG_GEMM_F64) {
+        vg_msg("cublasLtMatmul: vgpu does not implement epilogues on fp64 matmuls");
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
     if (g->epilogue & VG_GEMM_EPI_BIAS) {
@@ -259,6 +334,7 @@ static cublasStatus_t describe(cublasLtHandle_t handle, cublasLtMatmulDesc_t des
         return CUBLAS_STATUS_INVALID_VALUE;
     }
     const lt_layout_t *const all[4] = {a, b, c, o};
+    call->api = "cublasLtMatmul";
     cublasStatus_t st;
     if ((st = check_layouts(all)) != CUBLAS_STATUS_SUCCESS ||
         (st = check_desc(d, a, b, c, o, call)) != CUBLAS_STATUS_SUCCESS ||
@@ -267,7 +343,6 @@ static cublasStatus_t describe(cublasLtHandle_t handle, cublasLtMatmulDesc_t des
         return st;
     }
     call->dev = dev;
-    call->api = "cublasLtMatmul";
     *descp = d;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -306,8 +381,7 @@ VG_API cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
     size_t need = ws_need(&call.g);
     cublasLtMatmulHeuristicResult_t *r = &heuristicResultsArray[0];
     memset(r, 0, sizeof *r);
-    r->algo.data[0] = LT_ALGO_MAGIC;
-    r->algo.data[1] = need < max_ws ? need : max_ws;
+    vg__lt_algo_fill(&r->algo, need < max_ws ? need : max_ws);
     r->workspaceSize = (size_t)r->algo.data[1];
     r->state = CUBLAS_STATUS_SUCCESS;
     r->wavesCount = 1.0f;
@@ -316,14 +390,6 @@ VG_API cublasStatus_t cublasLtMatmulAlgoGetHeuristic(
 }
 
 /* ---- matmul ---- */
-
-static float host_scalar(const void *p, vg_gemm_type_t t)
-{
-    if (t == VG_GEMM_F16) {
-        return vg_gemm_f16_to_f32(*(const uint16_t *)p);
-    }
-    return *(const float *)p;
-}
 
 VG_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmulDesc_t computeDesc,
                                      const void *alpha, const void *A, cublasLtMatrixLayout_t Adesc,
@@ -348,9 +414,9 @@ VG_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmu
         call.alpha_dev = alpha;
         call.beta_dev = beta;
     } else {
-        g->alpha = host_scalar(alpha, call.scalar_type);
-        g->beta = host_scalar(beta, call.scalar_type);
-        call.beta_is_zero = g->beta == 0.0f;
+        g->alpha = vg_gemm_read_scalar(alpha, call.scalar_type);
+        g->beta = vg_gemm_read_scalar(beta, call.scalar_type);
+        call.beta_is_zero = g->beta == 0.0;
     }
     if (!C && !call.beta_is_zero) {
         return CUBLAS_STATUS_INVALID_VALUE;
@@ -380,11 +446,13 @@ VG_API cublasStatus_t cublasLtMatmul(cublasLtHandle_t lightHandle, cublasLtMatmu
      * call's own heuristic would pick with the workspace offered. */
     size_t need = ws_need(g);
     if (algo) {
-        if (algo->data[0] != LT_ALGO_MAGIC) {
-            vg_msg("cublasLtMatmul: algo was not returned by cublasLtMatmulAlgoGetHeuristic");
+        const lt_algo_t *al = vg__lt_algo(algo);
+        if (!al) {
+            vg_msg("cublasLtMatmul: algo was not made by cublasLtMatmulAlgoGetHeuristic or "
+                   "cublasLtMatmulAlgoInit");
             return CUBLAS_STATUS_INVALID_VALUE;
         }
-        need = (size_t)algo->data[1];
+        need = (size_t)al->ws;
         if (workspaceSizeInBytes < need) {
             vg_msg("cublasLtMatmul: the algo needs %zu bytes of workspace, %zu given", need,
                    workspaceSizeInBytes);
