@@ -75,6 +75,9 @@ DH_BLAS_STATE(cublasSetMathMode, (cublasHandle_t handle, cublasMath_t mode), (ha
               dh_blas_state_set_math(handle, mode))
 DH_BLAS_STATE(cublasSetPointerMode_v2, (cublasHandle_t handle, cublasPointerMode_t mode),
               (handle, mode), dh_blas_state_set_pointer(handle, mode))
+DH_BLAS_STATE(cublasSetEmulationStrategy,
+              (cublasHandle_t handle, cublasEmulationStrategy_t emulationStrategy),
+              (handle, emulationStrategy), dh_blas_state_set_emulation(handle, emulationStrategy))
 DH_BLAS_STATE(cublasSetAtomicsMode, (cublasHandle_t handle, cublasAtomicsMode_t mode),
               (handle, mode), dh_blas_state_set_atomics(handle, mode))
 

@@ -39,6 +39,7 @@ static const dh_blas_state_t dh__bs_defaults = {
     .math = CUBLAS_DEFAULT_MATH,
     .pointer = CUBLAS_POINTER_MODE_HOST,
     .atomics = CUBLAS_ATOMICS_NOT_ALLOWED,
+    .emulation = CUBLAS_EMULATION_STRATEGY_DEFAULT,
 };
 
 static size_t dh__bs_hash(cublasHandle_t h)
@@ -127,6 +128,11 @@ void dh_blas_state_set_pointer(cublasHandle_t h, cublasPointerMode_t m)
 void dh_blas_state_set_atomics(cublasHandle_t h, cublasAtomicsMode_t m)
 {
     DH__BS_UPDATE(h, st_->atomics = m);
+}
+
+void dh_blas_state_set_emulation(cublasHandle_t h, cublasEmulationStrategy_t e)
+{
+    DH__BS_UPDATE(h, st_->emulation = e);
 }
 
 void dh_blas_state_forget(cublasHandle_t h)

@@ -342,6 +342,7 @@ typedef struct dh_blas_state {
     cublasMath_t math;
     cublasPointerMode_t pointer;
     cublasAtomicsMode_t atomics;
+    cublasEmulationStrategy_t emulation; /* which fp32 emulation the math mode may use */
 } dh_blas_state_t;
 
 void dh_blas_state_get(cublasHandle_t h, dh_blas_state_t *out);
@@ -350,6 +351,7 @@ void dh_blas_state_set_workspace(cublasHandle_t h, void *ws, size_t size);
 void dh_blas_state_set_math(cublasHandle_t h, cublasMath_t m);
 void dh_blas_state_set_pointer(cublasHandle_t h, cublasPointerMode_t m);
 void dh_blas_state_set_atomics(cublasHandle_t h, cublasAtomicsMode_t m);
+void dh_blas_state_set_emulation(cublasHandle_t h, cublasEmulationStrategy_t e);
 void dh_blas_state_forget(cublasHandle_t h);                        /* cublasDestroy */
 
 #endif

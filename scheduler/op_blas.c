@@ -213,6 +213,12 @@ static int dh__gemm_prepare(const dh_real_t *r, const dh__gemm_pl_t *p,
         st = set_ptr(ctx->blas, p->st.pointer);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = set_atom(ctx->blas, p->st.atomics);
+    /* A library without emulation strategies has only the default. */
+    dh_real_cublasSetEmulationStrategy_t set_emu = DH_REAL_FN(r, cublasSetEmulationStrategy);
+    if (st == CUBLAS_STATUS_SUCCESS && set_emu != NULL)
+        st = set_emu(ctx->blas, p->st.emulation);
+    else if (st == CUBLAS_STATUS_SUCCESS && p->st.emulation != CUBLAS_EMULATION_STRATEGY_DEFAULT)
+        st = CUBLAS_STATUS_NOT_SUPPORTED;
     return st;
 }
 

@@ -108,6 +108,8 @@
     X(CUBLAS, cublasStatus_t, cublasSetMathMode, (cublasHandle_t handle, cublasMath_t mode)) \
     X(CUBLAS, cublasStatus_t, cublasSetPointerMode_v2,                                      \
       (cublasHandle_t handle, cublasPointerMode_t mode))                                    \
+    X(CUBLAS, cublasStatus_t, cublasSetEmulationStrategy,                                   \
+      (cublasHandle_t handle, cublasEmulationStrategy_t emulationStrategy))                 \
     X(CUBLAS, cublasStatus_t, cublasSetAtomicsMode,                                         \
       (cublasHandle_t handle, cublasAtomicsMode_t mode))                                    \
     X(CUBLAS, cublasStatus_t, cublasGemmEx,                                                 \

@@ -66,7 +66,8 @@ list(JOIN VGPU_PRELOAD_LIBS ":" _vgpu_libs)
 dh_add_test(NAME shim.preload COMMAND shim_test_preload LABELS shim asan TIMEOUT 120
   ENV "DH_TEST_CHILD=$<TARGET_FILE:shim_child_nodrv>" "DH_TEST_ORPHAN=$<TARGET_FILE:shim_orphan>"
       "DH_TEST_NESTED=$<TARGET_FILE:shim_nested>"
-      "DH_TEST_SHIM=$<TARGET_FILE:dhelix_shim>" "DH_TEST_PRELOAD=${_pre}")
+      "DH_TEST_SHIM=$<TARGET_FILE:dhelix_shim>" "DH_TEST_PRELOAD=${_pre}"
+      "DH_TEST_VGPU_CUBLAS=${VGPU_LIBDIR}/libcublas.so.13")
 dh_add_test(NAME shim.passthrough COMMAND shim_test_passthrough LABELS shim asan tsan TIMEOUT 180
   ENV "DH_TEST_CHILD=$<TARGET_FILE:shim_child>" "DH_TEST_PRELOAD=${_pre}:${_vgpu_libs}"
       "DH_TEST_LIBDIR=${VGPU_LIBDIR}")

@@ -136,6 +136,66 @@ static void calls_runtime(void)
 }
 
 /* A NULL handle: cuBLAS answers CUBLAS_STATUS_NOT_INITIALIZED and does nothing. */
+/* DH_HOOKS_CUBLAS_SYNC: drained and forwarded; all fail at once on a NULL handle or
+ * sizes of zero. */
+static void calls_cublas_sync(void)
+{
+    float f = 0, hf[1];
+    double d = 0;
+    cudaStream_t s = 0;
+    (void)cublasSetVector(0, 4, hf, 1, NULL, 1);
+    (void)cublasGetVector(0, 4, NULL, 1, hf, 1);
+    (void)cublasSetMatrix(0, 0, 4, hf, 1, NULL, 1);
+    (void)cublasGetMatrix(0, 0, 4, NULL, 1, hf, 1);
+    (void)cublasSetVectorAsync(0, 4, hf, 1, NULL, 1, s);
+    (void)cublasGetVectorAsync(0, 4, NULL, 1, hf, 1, s);
+    (void)cublasSetMatrixAsync(0, 0, 4, hf, 1, NULL, 1, s);
+    (void)cublasGetMatrixAsync(0, 0, 4, NULL, 1, hf, 1, s);
+    (void)cublasSetVector_64(0, 4, hf, 1, NULL, 1);
+    (void)cublasGetVector_64(0, 4, NULL, 1, hf, 1);
+    (void)cublasSetMatrix_64(0, 0, 4, hf, 1, NULL, 1);
+    (void)cublasGetMatrix_64(0, 0, 4, NULL, 1, hf, 1);
+    (void)cublasSetVectorAsync_64(0, 4, hf, 1, NULL, 1, s);
+    (void)cublasGetVectorAsync_64(0, 4, NULL, 1, hf, 1, s);
+    (void)cublasSetMatrixAsync_64(0, 0, 4, hf, 1, NULL, 1, s);
+    (void)cublasGetMatrixAsync_64(0, 0, 4, NULL, 1, hf, 1, s);
+    (void)cublasSgemm_v2_64(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL, 1, NULL, 1, &f,
+                            NULL, 1);
+    (void)cublasDgemm_v2(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &d, NULL, 1, NULL, 1, &d,
+                         NULL, 1);
+    (void)cublasDgemm_v2_64(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &d, NULL, 1, NULL, 1, &d,
+                            NULL, 1);
+    (void)cublasSgemmEx(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL, CUDA_R_32F, 1, NULL,
+                        CUDA_R_32F, 1, &f, NULL, CUDA_R_32F, 1);
+    (void)cublasSgemmBatched(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL, 1, NULL, 1, &f,
+                             NULL, 1, 1);
+    (void)cublasSgemmBatched_64(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL, 1, NULL, 1,
+                                &f, NULL, 1, 1);
+    (void)cublasDgemmBatched(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &d, NULL, 1, NULL, 1, &d,
+                             NULL, 1, 1);
+    (void)cublasDgemmBatched_64(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &d, NULL, 1, NULL, 1,
+                                &d, NULL, 1, 1);
+    (void)cublasGemmBatchedEx(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL, CUDA_R_32F, 1,
+                              NULL, CUDA_R_32F, 1, &f, NULL, CUDA_R_32F, 1, 1,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    (void)cublasGemmBatchedEx_64(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL, CUDA_R_32F,
+                                 1, NULL, CUDA_R_32F, 1, &f, NULL, CUDA_R_32F, 1, 1,
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    (void)cublasSgemmStridedBatched_64(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL, 1, 1,
+                                       NULL, 1, 1, &f, NULL, 1, 1, 1);
+    (void)cublasDgemmStridedBatched(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &d, NULL, 1, 1,
+                                    NULL, 1, 1, &d, NULL, 1, 1, 1);
+    (void)cublasDgemmStridedBatched_64(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &d, NULL, 1, 1,
+                                       NULL, 1, 1, &d, NULL, 1, 1, 1);
+    (void)cublasGemmEx_64(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL, CUDA_R_32F, 1,
+                          NULL, CUDA_R_32F, 1, &f, NULL, CUDA_R_32F, 1, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT);
+    (void)cublasGemmStridedBatchedEx_64(NULL, CUBLAS_OP_N, CUBLAS_OP_N, 1, 1, 1, &f, NULL,
+                                        CUDA_R_32F, 1, 1, NULL, CUDA_R_32F, 1, 1, &f, NULL,
+                                        CUDA_R_32F, 1, 1, 1, CUBLAS_COMPUTE_32F,
+                                        CUBLAS_GEMM_DEFAULT);
+}
+
 static void calls_cublas(void)
 {
     float f = 0;
@@ -156,6 +216,8 @@ static void calls_cublas(void)
                                      CUDA_R_32F, 1, 1, NULL, CUDA_R_32F, 1, 1, &f, NULL,
                                      CUDA_R_32F, 1, 1, 1, CUBLAS_COMPUTE_32F,
                                      CUBLAS_GEMM_DEFAULT);
+    (void)cublasSetEmulationStrategy(NULL, CUBLAS_EMULATION_STRATEGY_DEFAULT);
+    calls_cublas_sync();
     (void)cublasDestroy_v2(NULL);
     (void)cublasLtMatmul(NULL, NULL, &f, NULL, NULL, NULL, NULL, &f, NULL, NULL, NULL, NULL,
                          NULL, NULL, 0, s);

@@ -93,6 +93,7 @@ static struct {
     act_t *act;
     /* outputs gathered on the host */
     float *marks_seen, *loss_seen, *drv_seen, *snap, *snap_drv, *losses_copy;
+    float *blas_out;                          /* iters x COV_BLAS_OUT (coverage_blas.c) */
     int *hf_log;
     int hf_count;                             /* written by host functions, in stream order */
     /* backward thread */
@@ -552,6 +553,8 @@ static void iteration(int it, float *lr)
     CK_CU(cov_drv.memset_d8_async((CUdeviceptr)G.gb1, 0, COV_FFN * sizeof(float),
                                   (CUstream)G.s0));
     CK_RT(cudaMemsetAsync(G.gb2, 0, COV_HID * sizeof(float), G.s0));
+    cov_blas_extra(G.h_main, G.s0, G.ws_main, BLAS_WS_BYTES, G.w1,
+                   G.blas_out + (size_t)it * COV_BLAS_OUT);
     snapshot(it);
     cudaError_t q = cudaStreamQuery(G.s_comm);
     if (q != cudaSuccess && q != cudaErrorNotReady)
@@ -633,6 +636,7 @@ static void setup(void)
     G.snap = cov_host_alloc((size_t)G.iters * HH * sizeof(float));
     G.losses_copy = cov_host_alloc((size_t)G.nk * sizeof(float));
     G.hf_log = cov_host_alloc((size_t)G.nk * sizeof(int));
+    G.blas_out = cov_host_alloc((size_t)G.iters * COV_BLAS_OUT * sizeof(float));
     CK_BLAS(cublasLtCreate(&G.lt));
     CK_BLAS(cublasCreate(&G.h_main));
     if (G.nccl)
@@ -702,6 +706,7 @@ static void write_output(const char *path)
     cov_emit(f, "marks_after_poll", G.marks_seen, (size_t)G.nk * sizeof(float));
     cov_emit(f, "blocking_d2h", G.snap, (size_t)G.iters * HH * sizeof(float));
     cov_emit(f, "blocking_d2h_driver", G.snap_drv, (size_t)G.nk * sizeof(float));
+    cov_emit(f, "cublas_forwarded", G.blas_out, (size_t)G.iters * COV_BLAS_OUT * sizeof(float));
     cov_emit(f, "host_func_order", G.hf_log, (size_t)G.nk * sizeof(int));
     cov_emit(f, "host_func_count", &G.hf_count, sizeof(int));
     cov_emit(f, "watchdog_violations", &G.wd_violations, sizeof(int));

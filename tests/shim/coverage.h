@@ -131,6 +131,12 @@ void cov_lt_thread_done(void);
  * and host pointer mode, atomics not allowed. */
 void cov_blas_prepare(cublasHandle_t h, cudaStream_t s, void *ws, size_t ws_size);
 
+/* coverage_blas.c: the cuBLAS entry points the shim forwards after a drain, once each on
+ * weights w that deferred work just wrote; COV_BLAS_OUT floats of results into out. */
+#define COV_BLAS_OUT 128
+void cov_blas_extra(cublasHandle_t h, cudaStream_t s, void *ws, size_t ws_size,
+                    const float *w, float *out);
+
 /* A NaN no computation produces: what host buffers hold until a copy fills them. */
 #define COV_SENTINEL 0x7fc0deadu
 uint32_t cov_bits(float f);

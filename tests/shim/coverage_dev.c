@@ -642,6 +642,7 @@ void cov_blas_prepare(cublasHandle_t h, cudaStream_t s, void *ws, size_t ws_size
     CK_BLAS(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
     CK_BLAS(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
     CK_BLAS(cublasSetAtomicsMode(h, CUBLAS_ATOMICS_NOT_ALLOWED));
+    CK_BLAS(cublasSetEmulationStrategy(h, CUBLAS_EMULATION_STRATEGY_DEFAULT));
 }
 
 /* This thread's decoys: descriptors with other settings, made right after the real ones
