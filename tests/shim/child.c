@@ -140,7 +140,7 @@ static void calls_runtime(void)
  * sizes of zero. */
 static void calls_cublas_sync(void)
 {
-    float f = 0, hf[1];
+    float f = 0, hf[1] = {0};
     double d = 0;
     cudaStream_t s = 0;
     (void)cublasSetVector(0, 4, hf, 1, NULL, 1);
