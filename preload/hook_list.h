@@ -87,12 +87,53 @@
        size_t height, enum cudaMemcpyKind kind, cudaStream_t stream),                       \
       (dst, dpitch, src, spitch, width, height, kind, stream))                              \
     X(CUDART, cudaError_t, cudaFree, (void *devPtr), (devPtr))                              \
-    X(CUDART, cudaError_t, cudaFreeHost, (void *ptr), (ptr))
+    X(CUDART, cudaError_t, cudaFreeHost, (void *ptr), (ptr)) \
+    X(CUDART, cudaError_t, cudaMemcpy2D, (void *dst, size_t dpitch, const void *src, \
+      size_t spitch, size_t width, size_t height, enum cudaMemcpyKind kind), (dst, dpitch, \
+      src, spitch, width, height, kind)) \
+    X(CUDART, cudaError_t, cudaMemcpyPeerAsync, (void *dst, int dstDevice, const void \
+      *src, int srcDevice, size_t count, cudaStream_t stream), (dst, dstDevice, src, \
+      srcDevice, count, stream)) \
+    X(CUDART, cudaError_t, cudaMallocFromPoolAsync, (void **ptr, size_t size, \
+      cudaMemPool_t memPool, cudaStream_t stream), (ptr, size, memPool, stream)) \
+    X(CUDART, cudaError_t, cudaDeviceReset, (void), ()) \
+    X(CUDART, cudaError_t, cudaLaunchKernel_ptsz, (const void *func, dim3 gridDim, dim3 \
+      blockDim, void **args, size_t sharedMem, cudaStream_t stream), (func, gridDim, \
+      blockDim, args, sharedMem, stream)) \
+    X(CUDART, cudaError_t, cudaLaunchKernelExC_ptsz, (const cudaLaunchConfig_t *config, \
+      const void *func, void **args), (config, func, args)) \
+    X(CUDART, cudaError_t, cudaMemcpyAsync_ptsz, (void *dst, const void *src, size_t \
+      count, enum cudaMemcpyKind kind, cudaStream_t stream), (dst, src, count, kind, \
+      stream)) \
+    X(CUDART, cudaError_t, cudaMemsetAsync_ptsz, (void *devPtr, int value, size_t count, \
+      cudaStream_t stream), (devPtr, value, count, stream)) \
+    X(CUDART, cudaError_t, cudaLaunchHostFunc_ptsz, (cudaStream_t stream, cudaHostFn_t fn, \
+      void *userData), (stream, fn, userData)) \
+    X(CUDART, cudaError_t, cudaEventRecord_ptsz, (cudaEvent_t event, cudaStream_t stream), \
+      (event, stream)) \
+    X(CUDART, cudaError_t, cudaEventRecordWithFlags_ptsz, (cudaEvent_t event, cudaStream_t \
+      stream, unsigned int flags), (event, stream, flags)) \
+    X(CUDART, cudaError_t, cudaStreamWaitEvent_ptsz, (cudaStream_t stream, cudaEvent_t \
+      event, unsigned int flags), (stream, event, flags)) \
+    X(CUDART, cudaError_t, cudaMallocAsync_ptsz, (void **devPtr, size_t size, cudaStream_t \
+      hStream), (devPtr, size, hStream)) \
+    X(CUDART, cudaError_t, cudaFreeAsync_ptsz, (void *devPtr, cudaStream_t hStream), \
+      (devPtr, hStream)) \
+    X(CUDART, cudaError_t, cudaStreamQuery_ptsz, (cudaStream_t stream), (stream)) \
+    X(CUDART, cudaError_t, cudaStreamSynchronize_ptsz, (cudaStream_t stream), (stream))
 
 #define DH_HOOKS_CUDART_FORWARD(X)                                                          \
     X(CUDART, cudaError_t, cudaMalloc, (void **devPtr, size_t size), (devPtr, size))        \
     X(CUDART, cudaError_t, cudaGetLastError, (void), ())                                    \
-    X(CUDART, cudaError_t, cudaPeekAtLastError, (void), ())
+    X(CUDART, cudaError_t, cudaPeekAtLastError, (void), ())                                 \
+    X(CUDART, cudaError_t, cudaGetDriverEntryPoint,                                         \
+      (const char *symbol, void **funcPtr, unsigned long long flags,                        \
+       enum cudaDriverEntryPointQueryResult *driverStatus),                                 \
+      (symbol, funcPtr, flags, driverStatus))                                               \
+    X(CUDART, cudaError_t, cudaGetDriverEntryPointByVersion,                                \
+      (const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags, \
+       enum cudaDriverEntryPointQueryResult *driverStatus),                                 \
+      (symbol, funcPtr, cudaVersion, flags, driverStatus))
 
 #define DH_HOOKS_CUDART(X) DH_HOOKS_CUDART_CAPTURE(X) DH_HOOKS_CUDART_SYNC(X) \
     DH_HOOKS_CUDART_FORWARD(X)
@@ -346,9 +387,56 @@
       (void *h, CUdeviceptr d, size_t n, CUstream st), (h, d, n, st))                       \
     X(CUDA, CUresult, cuMemsetD8Async,                                                      \
       (CUdeviceptr d, unsigned char v, size_t n, CUstream st), (d, v, n, st))               \
-    X(CUDA, CUresult, cuMemFree_v2, (CUdeviceptr d), (d))
+    X(CUDA, CUresult, cuMemFree_v2, (CUdeviceptr d), (d)) \
+    X(CUDA, CUresult, cuLaunchHostFunc, (CUstream hStream, CUhostFn fn, void *userData), \
+      (hStream, fn, userData)) \
+    X(CUDA, CUresult, cuEventRecord, (CUevent hEvent, CUstream hStream), (hEvent, \
+      hStream)) \
+    X(CUDA, CUresult, cuEventRecord_ptsz, (CUevent hEvent, CUstream hStream), (hEvent, \
+      hStream)) \
+    X(CUDA, CUresult, cuEventRecordWithFlags, (CUevent hEvent, CUstream hStream, unsigned \
+      int flags), (hEvent, hStream, flags)) \
+    X(CUDA, CUresult, cuStreamWaitEvent, (CUstream hStream, CUevent hEvent, unsigned int \
+      Flags), (hStream, hEvent, Flags)) \
+    X(CUDA, CUresult, cuStreamWaitEvent_ptsz, (CUstream hStream, CUevent hEvent, unsigned \
+      int Flags), (hStream, hEvent, Flags)) \
+    X(CUDA, CUresult, cuMemAllocAsync, (CUdeviceptr *dptr, size_t bytesize, CUstream \
+      hStream), (dptr, bytesize, hStream)) \
+    X(CUDA, CUresult, cuMemAllocAsync_ptsz, (CUdeviceptr *dptr, size_t bytesize, CUstream \
+      hStream), (dptr, bytesize, hStream)) \
+    X(CUDA, CUresult, cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream), (dptr, \
+      hStream)) \
+    X(CUDA, CUresult, cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream), (dptr, \
+      hStream)) \
+    X(CUDA, CUresult, cuMemcpyDtoD_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, \
+      size_t ByteCount), (dstDevice, srcDevice, ByteCount)) \
+    X(CUDA, CUresult, cuMemcpyDtoDAsync_v2, (CUdeviceptr dstDevice, CUdeviceptr srcDevice, \
+      size_t ByteCount, CUstream hStream), (dstDevice, srcDevice, ByteCount, hStream)) \
+    X(CUDA, CUresult, cuMemcpyAsync_ptsz, (CUdeviceptr dst, CUdeviceptr src, size_t \
+      ByteCount, CUstream hStream), (dst, src, ByteCount, hStream)) \
+    X(CUDA, CUresult, cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr dstDevice, const void \
+      *srcHost, size_t ByteCount, CUstream hStream), (dstDevice, srcHost, ByteCount, \
+      hStream)) \
+    X(CUDA, CUresult, cuMemsetD8_v2, (CUdeviceptr dstDevice, unsigned char uc, size_t N), \
+      (dstDevice, uc, N)) \
+    X(CUDA, CUresult, cuMemsetD8Async_ptsz, (CUdeviceptr dstDevice, unsigned char uc, \
+      size_t N, CUstream hStream), (dstDevice, uc, N, hStream)) \
+    X(CUDA, CUresult, cuStreamQuery_ptsz, (CUstream hStream), (hStream)) \
+    X(CUDA, CUresult, cuEventQuery, (CUevent hEvent), (hEvent)) \
+    X(CUDA, CUresult, cuEventElapsedTime_v2, (float *pMilliseconds, CUevent hStart, \
+      CUevent hEnd), (pMilliseconds, hStart, hEnd)) \
+    X(CUDA, CUresult, cuMemFreeHost, (void *p), (p)) \
+    X(CUDA, CUresult, cuDevicePrimaryCtxReset_v2, (CUdevice dev), (dev))                    \
+    X(CUDA, CUresult, cuDevicePrimaryCtxRelease_v2, (CUdevice dev), (dev))
 
-#define DH_HOOKS_CUDA(X) DH_HOOKS_CUDA_CAPTURE(X) DH_HOOKS_CUDA_SYNC(X)
+/* Destroying a stream or an event issues its queued work first and forgets the shim's
+ * bookkeeping of it, as cudaStreamDestroy and cudaEventDestroy do (wrap_cuda.c). */
+#define DH_HOOKS_CUDA_DESTROY(X)                                                            \
+    X(CUDA, CUresult, cuStreamDestroy_v2, (CUstream hStream), (hStream))                    \
+    X(CUDA, CUresult, cuEventDestroy_v2, (CUevent hEvent), (hEvent))
+
+#define DH_HOOKS_CUDA(X) DH_HOOKS_CUDA_CAPTURE(X) DH_HOOKS_CUDA_SYNC(X) \
+    DH_HOOKS_CUDA_DESTROY(X)
 
 /* NCCL (nccl_wrap/): the whole API of nccl.h 2.28 but the deprecated ncclResetDebugInit,
  * which the header itself says is not part of the API. Every wrapper forwards to the

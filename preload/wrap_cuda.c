@@ -21,13 +21,11 @@
 
 #undef cuGetProcAddress
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
-/* The _ptsz variants are declared by the header only under per-thread compilation. */
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                             unsigned by, unsigned bz, unsigned shm, CUstream s, void **params,
-                             void **extra);
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
-                               void **extra);
-CUresult cuStreamSynchronize_ptsz(CUstream s);
+#include "ptsz.h" /* declared by the headers only under per-thread compilation */
+
+/* cudaGetDriverEntryPoint is deprecated in CUDA 13 but still exported and called: the
+ * wrapper table below takes its address. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 #include "wrap.h"
 
@@ -154,3 +152,58 @@ DH_CU_LAUNCH_EX(cuLaunchKernelEx_ptsz, 1)
     DH_WRAP_DRAIN(lib, ret, name, params, args, DH_DRAIN_STREAM_SYNC, 0, 1)
 
 DH_HOOKS_CUDA_SYNC(DH_CU_SYNC)
+
+/* ---- destruction ---- */
+
+DH_HOOK_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    DH_WRAP_ENTER(CUDA, CUresult, cuStreamDestroy_v2);
+    if (dh__may_defer())
+        dh_sched_drain(DH_DRAIN_STREAM_DESTROY);
+    if (dh_sched_mirroring())
+        dh_sched_stream_forget((cudaStream_t)hStream);
+    CUresult rc = real_(hStream);
+    dh__hook_leave();
+    return rc;
+}
+
+DH_HOOK_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    DH_WRAP_ENTER(CUDA, CUresult, cuEventDestroy_v2);
+    if (dh__may_defer() && dh_sched_event_pending((cudaEvent_t)hEvent))
+        dh_sched_drain(DH_DRAIN_STREAM_DESTROY);
+    if (dh_sched_mirroring())
+        dh_sched_event_forget((cudaEvent_t)hEvent);
+    CUresult rc = real_(hEvent);
+    dh__hook_leave();
+    return rc;
+}
+
+/* ---- the runtime's way to the driver ----
+ * cudaGetDriverEntryPoint(ByVersion) hands out driver entry points as cuGetProcAddress
+ * does (PyTorch's c10/cuda/driver_api.cpp fetches cuMemCreate and friends this way): the
+ * shim's wrapper where it has one. */
+
+DH_HOOK_EXPORT cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr,
+                                                   unsigned long long flags,
+                                                   enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaGetDriverEntryPoint);
+    cudaError_t rc = real_(symbol, funcPtr, flags, driverStatus);
+    if (rc == cudaSuccess && funcPtr && symbol)
+        *funcPtr = dh__proc_substitute(symbol, flags, *funcPtr);
+    dh__hook_leave();
+    return rc;
+}
+
+DH_HOOK_EXPORT cudaError_t cudaGetDriverEntryPointByVersion(
+    const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
+    enum cudaDriverEntryPointQueryResult *driverStatus)
+{
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaGetDriverEntryPointByVersion);
+    cudaError_t rc = real_(symbol, funcPtr, cudaVersion, flags, driverStatus);
+    if (rc == cudaSuccess && funcPtr && symbol)
+        *funcPtr = dh__proc_substitute(symbol, flags, *funcPtr);
+    dh__hook_leave();
+    return rc;
+}

@@ -11,6 +11,7 @@
 #include <cuda_runtime_api.h>
 
 #include "breaks.h"
+#include "ptsz.h"
 #include "memtab.h"
 #include "wrap.h"
 

@@ -26,10 +26,12 @@ set_target_properties(shim_fakedrv PROPERTIES OUTPUT_NAME dh_fakedrv C_VISIBILIT
 target_include_directories(shim_fakedrv PRIVATE ${PROJECT_SOURCE_DIR}/preload)
 target_link_libraries(shim_fakedrv PRIVATE dh::cuda_headers)
 add_executable(shim_child ${_shim_dir}/child.c)
-target_include_directories(shim_child PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
+target_include_directories(shim_child PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include
+                           ${PROJECT_SOURCE_DIR}/preload)
 target_link_libraries(shim_child PRIVATE dh::real_cuda Threads::Threads ${CMAKE_DL_LIBS})
 add_executable(shim_child_nodrv ${_shim_dir}/child.c)
-target_include_directories(shim_child_nodrv PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
+target_include_directories(shim_child_nodrv PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include
+                           ${PROJECT_SOURCE_DIR}/preload)
 target_link_libraries(shim_child_nodrv PRIVATE dh::cuda_headers ${DH_REAL_cudart}
                       ${DH_REAL_cublas} ${DH_REAL_cublasLt} shim_fakedrv Threads::Threads
                       ${CMAKE_DL_LIBS})
@@ -67,7 +69,7 @@ dh_add_test(NAME shim.preload COMMAND shim_test_preload LABELS shim asan TIMEOUT
   ENV "DH_TEST_CHILD=$<TARGET_FILE:shim_child_nodrv>" "DH_TEST_ORPHAN=$<TARGET_FILE:shim_orphan>"
       "DH_TEST_NESTED=$<TARGET_FILE:shim_nested>"
       "DH_TEST_SHIM=$<TARGET_FILE:dhelix_shim>" "DH_TEST_PRELOAD=${_pre}"
-      "DH_TEST_VGPU_CUBLAS=${VGPU_LIBDIR}/libcublas.so.13")
+      "DH_TEST_VGPU_CUBLAS=${VGPU_LIBDIR}/libcublas.so.13" "DH_TEST_VGPU_LIBDIR=${VGPU_LIBDIR}")
 dh_add_test(NAME shim.passthrough COMMAND shim_test_passthrough LABELS shim asan tsan TIMEOUT 180
   ENV "DH_TEST_CHILD=$<TARGET_FILE:shim_child>" "DH_TEST_PRELOAD=${_pre}:${_vgpu_libs}"
       "DH_TEST_LIBDIR=${VGPU_LIBDIR}")

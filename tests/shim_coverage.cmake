@@ -8,8 +8,10 @@ set(_cov_dir ${CMAKE_CURRENT_SOURCE_DIR}/shim)
 # The program: linked against the real libraries (by name, as a user's binary is), run on
 # the vgpu, with the shim preloaded or not.
 add_executable(shim_coverage ${_cov_dir}/coverage.c ${_cov_dir}/coverage_dev.c
-               ${_cov_dir}/coverage_nccl.c ${_cov_dir}/coverage_blas.c)
-target_include_directories(shim_coverage PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
+               ${_cov_dir}/coverage_nccl.c ${_cov_dir}/coverage_blas.c
+               ${_cov_dir}/coverage_sync.c)
+target_include_directories(shim_coverage PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include
+                           ${PROJECT_SOURCE_DIR}/preload)
 target_link_libraries(shim_coverage PRIVATE dh::real_cuda Threads::Threads ${CMAKE_DL_LIBS} m)
 
 # The drivers run without the shim and start the program under each configuration.

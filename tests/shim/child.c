@@ -37,12 +37,9 @@
  * and the _ptsz variants the header declares only under per-thread compilation. */
 #undef cuGetProcAddress
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                             unsigned by, unsigned bz, unsigned shm, CUstream s, void **params,
-                             void **extra);
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
-                               void **extra);
-CUresult cuStreamSynchronize_ptsz(CUstream s);
+#include "ptsz.h"
+/* cudaGetDriverEntryPoint is deprecated in CUDA 13, and still called. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 /* nccl.h declares these without a prototype. */
 ncclResult_t ncclGroupStart(void);
 ncclResult_t ncclGroupEnd(void);
@@ -131,8 +128,29 @@ static void calls_runtime(void)
     (void)cudaGetLastError();
     (void)cudaFree(p);
     (void)cudaFreeHost(NULL);
+    /* SYNC: uncaptured work, and the per-thread-default-stream forms */
+    (void)cudaMemcpy2D(NULL, 0, NULL, 0, 0, 0, cudaMemcpyHostToHost);
+    (void)cudaMemcpyPeerAsync(NULL, 0, NULL, 0, 0, s);
+    (void)cudaMallocFromPoolAsync(&p, 16, NULL, s);
+    (void)cudaLaunchKernel_ptsz((const void *)calls_runtime, one, one, NULL, 0, s);
+    (void)cudaLaunchKernelExC_ptsz(&cfg, (const void *)calls_runtime, NULL);
+    (void)cudaMemcpyAsync_ptsz(NULL, NULL, 0, cudaMemcpyHostToHost, s);
+    (void)cudaMemsetAsync_ptsz(NULL, 0, 0, s);
+    (void)cudaLaunchHostFunc_ptsz(s, noop_host_fn, NULL);
+    (void)cudaEventRecord_ptsz(e, s);
+    (void)cudaEventRecordWithFlags_ptsz(e, s, 0);
+    (void)cudaStreamWaitEvent_ptsz(s, e, 0);
+    (void)cudaMallocAsync_ptsz(&p, 16, s);
+    (void)cudaFreeAsync_ptsz(NULL, s);
+    (void)cudaStreamQuery_ptsz(s);
+    (void)cudaStreamSynchronize_ptsz(s);
     (void)cudaEventDestroy(e);
     (void)cudaStreamDestroy(mine);
+    void *entry = NULL;
+    (void)cudaGetDriverEntryPoint("cuStreamQuery", &entry, cudaEnableDefault, NULL);
+    (void)cudaGetDriverEntryPointByVersion("cuStreamQuery", &entry, 13000, cudaEnableDefault,
+                                           NULL);
+    (void)cudaDeviceReset();
 }
 
 /* A NULL handle: cuBLAS answers CUBLAS_STATUS_NOT_INITIALIZED and does nothing. */
@@ -249,6 +267,32 @@ static void calls_driver(void)
     CALL_BY_NAME(cuMemcpyDtoHAsync_v2, h, 0, 0, NULL);
     CALL_BY_NAME(cuMemsetD8Async, 0, 0, 0, NULL);
     CALL_BY_NAME(cuMemFree_v2, 0);
+    CUdeviceptr dp = 0;
+    float ms = 0;
+    CALL_BY_NAME(cuLaunchHostFunc, NULL, NULL, NULL);
+    CALL_BY_NAME(cuEventRecord, NULL, NULL);
+    CALL_BY_NAME(cuEventRecord_ptsz, NULL, NULL);
+    CALL_BY_NAME(cuEventRecordWithFlags, NULL, NULL, 0);
+    CALL_BY_NAME(cuStreamWaitEvent, NULL, NULL, 0);
+    CALL_BY_NAME(cuStreamWaitEvent_ptsz, NULL, NULL, 0);
+    CALL_BY_NAME(cuMemAllocAsync, &dp, 16, NULL);
+    CALL_BY_NAME(cuMemAllocAsync_ptsz, &dp, 16, NULL);
+    CALL_BY_NAME(cuMemFreeAsync, 0, NULL);
+    CALL_BY_NAME(cuMemFreeAsync_ptsz, 0, NULL);
+    CALL_BY_NAME(cuMemcpyDtoD_v2, 0, 0, 0);
+    CALL_BY_NAME(cuMemcpyDtoDAsync_v2, 0, 0, 0, NULL);
+    CALL_BY_NAME(cuMemcpyAsync_ptsz, 0, 0, 0, NULL);
+    CALL_BY_NAME(cuMemcpyHtoDAsync_v2_ptsz, 0, h, 0, NULL);
+    CALL_BY_NAME(cuMemsetD8_v2, 0, 0, 0);
+    CALL_BY_NAME(cuMemsetD8Async_ptsz, 0, 0, 0, NULL);
+    CALL_BY_NAME(cuStreamQuery_ptsz, NULL);
+    CALL_BY_NAME(cuEventQuery, NULL);
+    CALL_BY_NAME(cuEventElapsedTime_v2, &ms, NULL, NULL);
+    CALL_BY_NAME(cuMemFreeHost, NULL);
+    CALL_BY_NAME(cuDevicePrimaryCtxReset_v2, 0);
+    CALL_BY_NAME(cuDevicePrimaryCtxRelease_v2, 0);
+    CALL_BY_NAME(cuStreamDestroy_v2, NULL);
+    CALL_BY_NAME(cuEventDestroy_v2, NULL);
 }
 
 /* A NULL communicator: NCCL answers ncclInvalidArgument and does nothing. Every entry point

@@ -94,6 +94,7 @@ static struct {
     /* outputs gathered on the host */
     float *marks_seen, *loss_seen, *drv_seen, *snap, *snap_drv, *losses_copy;
     float *blas_out;                          /* iters x COV_BLAS_OUT (coverage_blas.c) */
+    float *sync_out;                          /* iters x COV_SYNC_OUT (coverage_sync.c) */
     int *hf_log;
     int hf_count;                             /* written by host functions, in stream order */
     /* backward thread */
@@ -281,6 +282,8 @@ static void backward(cublasHandle_t h, int it, int mb)
     }
     /* Averaging over the ranks (one). */
     cov_launch(L_CUEX_PTSZ, K_SCALE, G.s_comm, dh1r, dh1r, 1.0f, FN);
+    cov_launch(L_RT_PTSZ, K_SCALE, G.s_comm, dh1r, dh1r, 1.0f, FN);
+    cov_launch(L_EXC_PTSZ, K_SCALE, G.s_comm, dh1r, dh1r, 1.0f, FN);
     CK_RT(cudaEventRecordWithFlags(G.ev_comm[k], G.s_comm, cudaEventRecordDefault));
     CK_RT(cudaStreamWaitEvent(G.s0, G.ev_comm[k], 0));
 
@@ -555,6 +558,8 @@ static void iteration(int it, float *lr)
     CK_RT(cudaMemsetAsync(G.gb2, 0, COV_HID * sizeof(float), G.s0));
     cov_blas_extra(G.h_main, G.s0, G.ws_main, BLAS_WS_BYTES, G.w1,
                    G.blas_out + (size_t)it * COV_BLAS_OUT);
+    cov_sync_extra(G.s0, G.s_comm, G.w1, G.sync_out + (size_t)it * COV_SYNC_OUT);
+    cov_sync_driver_paths(G.s0, G.w2, G.sync_out + (size_t)it * COV_SYNC_OUT + 129);
     snapshot(it);
     cudaError_t q = cudaStreamQuery(G.s_comm);
     if (q != cudaSuccess && q != cudaErrorNotReady)
@@ -637,6 +642,7 @@ static void setup(void)
     G.losses_copy = cov_host_alloc((size_t)G.nk * sizeof(float));
     G.hf_log = cov_host_alloc((size_t)G.nk * sizeof(int));
     G.blas_out = cov_host_alloc((size_t)G.iters * COV_BLAS_OUT * sizeof(float));
+    G.sync_out = cov_host_alloc((size_t)G.iters * COV_SYNC_OUT * sizeof(float));
     CK_BLAS(cublasLtCreate(&G.lt));
     CK_BLAS(cublasCreate(&G.h_main));
     if (G.nccl)
@@ -707,6 +713,8 @@ static void write_output(const char *path)
     cov_emit(f, "blocking_d2h", G.snap, (size_t)G.iters * HH * sizeof(float));
     cov_emit(f, "blocking_d2h_driver", G.snap_drv, (size_t)G.nk * sizeof(float));
     cov_emit(f, "cublas_forwarded", G.blas_out, (size_t)G.iters * COV_BLAS_OUT * sizeof(float));
+    cov_emit(f, "runtime_driver_forwarded", G.sync_out,
+             (size_t)G.iters * COV_SYNC_OUT * sizeof(float));
     cov_emit(f, "host_func_order", G.hf_log, (size_t)G.nk * sizeof(int));
     cov_emit(f, "host_func_count", &G.hf_count, sizeof(int));
     cov_emit(f, "watchdog_violations", &G.wd_violations, sizeof(int));
@@ -805,5 +813,6 @@ int main(int argc, char **argv)
     write_output(out);
     int bad = self_check();
     teardown();
+    cov_sync_reset();
     return bad ? 4 : 0;
 }

@@ -76,7 +76,9 @@ typedef enum cov_path {
     L_EXTRA,      /* cuLaunchKernel from dlsym(RTLD_DEFAULT), arguments packed in `extra` */
     L_CU_PTSZ,    /* cuLaunchKernel from cuGetProcAddress_v2, per-thread default stream */
     L_CUEX,       /* cuLaunchKernelEx from cuGetProcAddress_v2, with an attribute */
-    L_CUEX_PTSZ   /* the same, per-thread default stream */
+    L_CUEX_PTSZ,  /* the same, per-thread default stream */
+    L_RT_PTSZ,    /* cudaLaunchKernel_ptsz (the shim drains for it and forwards) */
+    L_EXC_PTSZ    /* cudaLaunchKernelExC_ptsz, likewise */
 } cov_path_t;
 
 /* Launches kernel k on s; the arguments follow its signature (pointers, float as double,
@@ -134,6 +136,17 @@ void cov_blas_prepare(cublasHandle_t h, cudaStream_t s, void *ws, size_t ws_size
 /* coverage_blas.c: the cuBLAS entry points the shim forwards after a drain, once each on
  * weights w that deferred work just wrote; COV_BLAS_OUT floats of results into out. */
 #define COV_BLAS_OUT 128
+
+/* coverage_sync.c: the runtime and driver entry points the shim forwards after a drain,
+ * on s0's weights w through side stream sc; COV_SYNC_OUT floats into out. cov_sync_reset:
+ * cudaDeviceReset and cuDevicePrimaryCtxReset, at the very end. */
+#define COV_SYNC_OUT 132
+void cov_sync_extra(cudaStream_t s0, cudaStream_t sc, const float *w, float *out);
+void cov_sync_reset(void);
+/* Through the driver pointers cudaGetDriverEntryPoint hands out: on a new stream after s0,
+ * a copy of src[0]; that stream and its event are destroyed through the driver; out[0..2)
+ * the result. */
+void cov_sync_driver_paths(cudaStream_t s0, const float *src, float *out);
 void cov_blas_extra(cublasHandle_t h, cudaStream_t s, void *ws, size_t ws_size,
                     const float *w, float *out);
 

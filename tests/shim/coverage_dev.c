@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ptsz.h"
 #include "vgpu.h"
 
 /* ---- errors ---- */
@@ -581,6 +582,18 @@ static cudaError_t launch_exc(cov_kernel_t k, cudaStream_t s)
     return e;
 }
 
+static cudaError_t launch_exc_ptsz(cov_kernel_t k, cudaStream_t s)
+{
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.gridDim = grid1;
+    cfg.blockDim = block256;
+    cfg.stream = s;
+    cudaError_t e = cudaLaunchKernelExC_ptsz(&cfg, kdefs[k].stub, A.argv);
+    cov_scribble(&cfg, sizeof(cfg));
+    return e;
+}
+
 static CUresult launch_cuex(launch_ex_fn_t fn, cov_kernel_t k, cudaStream_t s)
 {
     CUlaunchConfig cfg;
@@ -628,6 +641,12 @@ void cov_launch(cov_path_t path, cov_kernel_t k, cudaStream_t s, ...)
         break;
     case L_CUEX_PTSZ:
         CK_CU(launch_cuex(A.launch_ex[1], k, s));
+        break;
+    case L_RT_PTSZ:
+        CK_RT(cudaLaunchKernel_ptsz(kdefs[k].stub, grid1, block256, A.argv, 0, s));
+        break;
+    case L_EXC_PTSZ:
+        CK_RT(launch_exc_ptsz(k, s));
         break;
     }
     poison_args(k);

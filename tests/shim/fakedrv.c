@@ -20,12 +20,7 @@
  * the _ptsz variants the header declares only under per-thread compilation. */
 #undef cuGetProcAddress
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
-CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                             unsigned by, unsigned bz, unsigned shm, CUstream s, void **params,
-                             void **extra);
-CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
-                               void **extra);
-CUresult cuStreamSynchronize_ptsz(CUstream s);
+#include "ptsz.h"
 
 #include "hook_list.h"
 

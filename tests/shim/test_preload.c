@@ -263,6 +263,88 @@ static void test_vgpu_cublas_work_is_wrapped(void **state)
     free(syms);
 }
 
+/* The vgpu's runtime and driver entry points that enqueue no work and change nothing a
+ * deferred operation depends on: queries, creation, allocation the program waits for,
+ * device and pool settings. Every other one it exports must be wrapped. */
+static const char *const rt_no_work[] = {
+    "cudaDeviceCanAccessPeer", "cudaDeviceEnablePeerAccess", "cudaDeviceGetAttribute",
+    "cudaDeviceGetDefaultMemPool", "cudaDeviceGetLimit", "cudaDeviceGetMemPool",
+    "cudaDeviceGetPCIBusId", "cudaDeviceGetStreamPriorityRange", "cudaDeviceSetLimit",
+    "cudaDeviceSetMemPool", "cudaDriverGetVersion", "cudaEventCreate",
+    "cudaEventCreateWithFlags", "cudaFuncGetAttributes", "cudaFuncGetName",
+    "cudaFuncGetParamInfo", "cudaFuncSetAttribute", "cudaGetDevice", "cudaGetDeviceCount",
+    "cudaGetDeviceFlags", "cudaGetDeviceProperties", "cudaGetErrorName", "cudaGetErrorString",
+    "cudaGetFuncBySymbol", "cudaHostAlloc", "cudaHostGetDevicePointer", "cudaInitDevice",
+    "cudaMallocHost", "cudaMallocManaged", "cudaMemGetInfo", "cudaMemPoolGetAccess",
+    "cudaMemPoolGetAttribute", "cudaMemPoolSetAccess", "cudaMemPoolSetAttribute",
+    "cudaMemPoolTrimTo", "cudaPointerGetAttributes", "cudaRuntimeGetVersion", "cudaSetDevice",
+    "cudaSetDeviceFlags", "cudaStreamCreate", "cudaStreamCreateWithFlags",
+    "cudaStreamCreateWithPriority", "cudaStreamGetCaptureInfo", "cudaStreamGetDevice",
+    "cudaStreamGetFlags", "cudaStreamGetId", "cudaStreamGetPriority", "cudaStreamIsCapturing",
+    "cudaThreadExchangeStreamCaptureMode", NULL};
+static const char *const cu_no_work[] = {
+    "cuCtxGetCurrent", "cuCtxGetDevice", "cuCtxGetStreamPriorityRange", "cuCtxPopCurrent_v2",
+    "cuCtxPushCurrent_v2", "cuCtxSetCurrent", "cuDeviceGet", "cuDeviceGetAttribute",
+    "cuDeviceGetCount", "cuDeviceGetName", "cuDeviceGetUuid_v2", "cuDevicePrimaryCtxGetState",
+    "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxSetFlags_v2", "cuDeviceTotalMem_v2",
+    "cuDriverGetVersion", "cuEventCreate", "cuFuncGetAttribute", "cuFuncGetName",
+    "cuFuncGetParamInfo", "cuGetErrorName", "cuGetErrorString", "cuInit", "cuMemAllocHost_v2",
+    "cuMemAlloc_v2", "cuMemGetInfo_v2", "cuStreamCreate", "cuStreamCreateWithPriority",
+    "cuStreamIsCapturing", NULL};
+
+static int listed(const char *const *list, const char *name, size_t len)
+{
+    for (; *list; list++)
+        if (strlen(*list) == len && !strncmp(*list, name, len))
+            return 1;
+    return 0;
+}
+
+/* Fails for every export of lib starting with prefix that is neither wrapped nor listed;
+ * returns how many were checked. */
+static int expect_exports_wrapped(const char *lib, const char *prefix,
+                                  const char *const *no_work)
+{
+    char *syms = command_output("nm -D --defined-only '%s' | awk '{print $3}' | sed 's/@.*//'",
+                                lib);
+    int checked = 0, bad = 0;
+    size_t pl = strlen(prefix);
+    for (char *l = syms; *l;) {
+        size_t len = strcspn(l, "\n");
+        if (len > pl && !strncmp(l, prefix, pl) && !listed(no_work, l, len)) {
+            checked++;
+            if (hook_index(l, len) < 0) {
+                print_error("the vgpu's %.*s is neither wrapped nor known to enqueue no work\n",
+                            (int)len, l);
+                bad++;
+            }
+        }
+        l += len + (l[len] == '\n');
+    }
+    free(syms);
+    if (bad)
+        fail_msg("%d entry points of %s left out", bad, lib);
+    return checked;
+}
+
+/* A call the shim lets through unwrapped would run ahead of the work it deferred, or
+ * destroy what that work uses: every runtime and driver entry point of the vgpu is either
+ * wrapped or known to enqueue nothing (the lists above). */
+static void test_vgpu_runtime_and_driver_work_is_wrapped(void **state)
+{
+    (void)state;
+    const char *dir = getenv("DH_TEST_VGPU_LIBDIR");
+    if (dir == NULL)
+        skip();
+    char path[4096];
+    snprintf(path, sizeof path, "%s/libcudart.so.13", dir);
+    int n = expect_exports_wrapped(path, "cuda", rt_no_work);
+    snprintf(path, sizeof path, "%s/libcuda.so.1", dir);
+    n += expect_exports_wrapped(path, "cu", cu_no_work);
+    if (n < 60)
+        fail_msg("only %d runtime and driver entry points checked", n);
+}
+
 static void test_alloc_conf_is_set_only_when_unset(void **state)
 {
     fx_t *f = *state;
@@ -554,6 +636,7 @@ int main(void)
         T(test_without_the_shim_there_is_no_report),
         T(test_exports_are_exactly_the_wrapped_api),
         T(test_vgpu_cublas_work_is_wrapped),
+        T(test_vgpu_runtime_and_driver_work_is_wrapped),
         T(test_alloc_conf_is_set_only_when_unset),
         T(test_print_config_and_mode_line),
         T(test_bad_value_warns_once),
