@@ -168,9 +168,10 @@ def cmd_stats(a):
     plan = ""
     if "plan_iterations" in meta:
         plan = ", %s plan iterations (%s desyncs)" % (meta.get("plan_iterations"), meta.get("plan_desyncs", 0))
-    print("mode %s, %s calls, %d deferred, %d paired groups, %d cross-strand barriers, %d NCCL ops "
-          "interleaved%s; %s" % (meta.get("mode"), sum(calls.values()), deferred, paired, barriers, interleaved,
-                                 plan, ", ".join(seen)))
+    ncalls = sum(v for k, v in calls.items() if k and k.startswith("nccl"))
+    print("mode %s, %s calls (%d NCCL), %d deferred, %d paired groups, %d cross-strand barriers, %d NCCL ops "
+          "interleaved%s; %s" % (meta.get("mode"), sum(calls.values()), ncalls, deferred, paired, barriers,
+                                 interleaved, plan, ", ".join(seen)))
     for f in fails:
         print("FAIL: " + f)
     return 1 if fails else 0

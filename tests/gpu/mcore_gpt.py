@@ -32,7 +32,7 @@ the carried wheel is 0.19.2, scripts/gpu-wheels):
 
 The environment is set before torch is imported: PYTORCH_CUDA_ALLOC_CONF=backend:
 cudaMallocAsync (the stream-ordered allocator the shim needs to reorder) unless set,
-CUBLAS_WORKSPACE_CONFIG=:4096:8, and torch.use_deterministic_algorithms(True).
+CUBLAS_WORKSPACE_CONFIG=:4096:8, and torch.use_deterministic_algorithms(True, warn_only).
 
 Prints one JSON object (also written to --out), in the shape of tests/gpu/torch_gpt.py's
 (scripts/gpu-validate compares both with tests/gpu/gv.py `same torch`): losses (float.hex),
@@ -227,7 +227,9 @@ def param_sha256(torch, model):
 
 def train(torch, a):
     torch.manual_seed(a.seed)
-    torch.use_deterministic_algorithms(True)
+    # warn_only: an op without a deterministic CUDA kernel must not end a scarce GPU run
+    # before it reports; the bit-for-bit comparison of the runs is the judge.
+    torch.use_deterministic_algorithms(True, warn_only=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     dist, parallel_state = init_parallel(torch, a)
