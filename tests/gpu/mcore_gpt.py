@@ -32,7 +32,8 @@ the carried wheel is 0.19.2, scripts/gpu-wheels):
 
 The environment is set before torch is imported: PYTORCH_CUDA_ALLOC_CONF=backend:
 cudaMallocAsync (the stream-ordered allocator the shim needs to reorder) unless set,
-CUBLAS_WORKSPACE_CONFIG=:4096:8, and torch.use_deterministic_algorithms(True, warn_only).
+CUBLAS_WORKSPACE_CONFIG=:4096:8, TORCHDYNAMO_DISABLE=1; then
+torch.use_deterministic_algorithms(True, warn_only).
 
 Prints one JSON object (also written to --out), in the shape of tests/gpu/torch_gpt.py's
 (scripts/gpu-validate compares both with tests/gpu/gv.py `same torch`): losses (float.hex),
@@ -55,6 +56,10 @@ import warnings
 
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync")
+# Megatron decorates a few helpers with torch.compile (megatron/core/jit.py); none is on this
+# configuration's path, and one that were would compile for minutes in every run of a
+# budgeted GPU session: eager instead.
+os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
 
 SKIP = 77
 
