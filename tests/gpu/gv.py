@@ -228,6 +228,9 @@ def cmd_torch_numbers(a):
     n = {"mean_step_ms": {"no_shim": base.get("mean_step_ms")}, "ratio_to_no_shim": {},
          "torch": base.get("torch"), "torch_cuda": base.get("torch_cuda"), "params": base.get("params"),
          "steps": base.get("steps"), "nccl": base.get("nccl")}
+    for k in ("framework", "megatron_core", "optimizer", "micro_batches", "device"):
+        if k in base:
+            n[k] = base[k]
     for spec in a[2:]:
         name, path = spec.split("=", 1)
         j = load(path)
