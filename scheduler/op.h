@@ -197,6 +197,8 @@ struct dh_op_access {
     int write;
     uint64_t born;                /* when its allocation was made (memtab.h), 0 unknown */
     int astrand;                  /* the strand the allocation was made for, -1 unknown */
+    uintptr_t abase;              /* where that allocation starts, 0 unknown: with born, which
+                                     allocation it is (deps.c) */
 };
 
 #define DH_ACCESS_MAYBE 2
