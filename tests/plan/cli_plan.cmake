@@ -50,7 +50,10 @@ string(JSON pairs GET "${OUT}" rows 0 pairs)
 if(NOT ranks STREQUAL "0-1" OR NOT pairs EQUAL 2 OR NOT speedup MATCHES "^1\\.[0-9]*[1-9]")
   message(FATAL_ERROR "plan --json: ranks '${ranks}', pairs ${pairs}, speedup ${speedup}")
 endif()
-if(NOT ERR STREQUAL "")
+# Progress lines ("dhelix plan: finding the iteration of ... (0.6 s)") come when planning
+# takes half a second, as on a loaded machine or under a sanitizer: not warnings.
+string(REGEX REPLACE "dhelix plan: [^\n]*\\([0-9.]+ s\\)\n" "" err_no_progress "${ERR}")
+if(NOT err_no_progress STREQUAL "")
   message(FATAL_ERROR "plan with matching --microbatches warned:\n${ERR}")
 endif()
 # One GPU without communication: nothing to hide, so no pair is worth its barriers and the
