@@ -18,7 +18,11 @@
 
 #include "common/status.h"
 
-#define DH_PROFILE_VERSION 1
+/* Profiles: version 2 is the compact form profile mode writes (each distinct op and each
+ * distinct phase once, the program as phase references); version 1, one record per op, is
+ * still read, and written by dh_profile_save. */
+#define DH_PROFILE_VERSION 2
+#define DH_PROFILE_VERSION_FLAT 1
 #define DH_PLAN_VERSION 1
 #define DH_PLAN_NAME_MAX 64
 
@@ -90,9 +94,37 @@ typedef struct dh_profile {
 dh_status_t dh_profile_parse(const char *buf, size_t len, const char *name, dh_profile_t **out,
                              char *err, size_t errlen);
 dh_status_t dh_profile_load(const char *path, dh_profile_t **out, char *err, size_t errlen);
-/* Writes p as JSON (docs/plan-format.md). */
+/* Parsing either version gives the same flat list of ops: a compact profile's ops are its
+ * phases' ops in sequence, with each position's mean device time and each occurrence's own
+ * start. Errors: one line naming the file and the problem (a version other than 1 or 2:
+ * "version 7 is not supported (this shim reads versions 1 to 2)"). */
+/* Writes p as JSON, one record per op (version 1, lossless). */
 dh_status_t dh_profile_save(const dh_profile_t *p, const char *path, char *err, size_t errlen);
+/* Writes p in the compact form (version 2): device times become the means per phase
+ * position, the rest is kept. */
+dh_status_t dh_profile_save_compact(const dh_profile_t *p, const char *path, char *err,
+                                    size_t errlen);
 void dh_profile_free(dh_profile_t *p);
+
+/* A compact profile built one op at a time (profile mode's recorder): it keeps each
+ * distinct op once and, per op, only what varies (40 bytes). Not thread-safe. */
+typedef struct dh_prof_builder dh_prof_builder_t;
+dh_prof_builder_t *dh_prof_builder_new(void); /* NULL out of memory */
+void dh_prof_builder_free(dh_prof_builder_t *b);
+/* Appends op (every field used; dep1 beyond the ops so far is dropped). DH_ERR_NOMEM. */
+dh_status_t dh_prof_builder_add(dh_prof_builder_t *b, const dh_prof_op_t *op);
+/* Sets op i's device duration and start (< 0 unknown). */
+void dh_prof_builder_time(dh_prof_builder_t *b, size_t i, double us, double start_us);
+size_t dh_prof_builder_nops(const dh_prof_builder_t *b);
+size_t dh_prof_builder_ndistinct(const dh_prof_builder_t *b);
+/* Op i's static description (its us, start_us, mem, sync and dep fields are not op i's)
+ * and, when not NULL, its times; NULL when i is out of range. */
+const dh_prof_op_t *dh_prof_builder_op(const dh_prof_builder_t *b, size_t i, double *us,
+                                       double *start_us);
+/* Writes the ops added so far as a version-2 profile with hdr's header fields (rank, world,
+ * layout, host, device, max_connections, comms, sync_at_end). Errors as dh_profile_save. */
+dh_status_t dh_prof_builder_save(const dh_prof_builder_t *b, const dh_profile_t *hdr,
+                                 const char *path, char *err, size_t errlen);
 
 /* ---- plans ---- */
 

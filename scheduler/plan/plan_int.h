@@ -59,6 +59,9 @@ dh_status_t dh__jparse(const dh__jr_t *r, const char *buf, size_t len, json_t **
 /* Checks "format" and "version" of a parsed root object against the expected ones. */
 dh_status_t dh__jcheck_header(const dh__jr_t *r, json_t *root, const char *format,
                               int version, const char *reader);
+/* The same for a reader of versions vmin..vmax; *version (may be NULL) gets the file's. */
+dh_status_t dh__jcheck_versions(const dh__jr_t *r, json_t *root, const char *format, int vmin,
+                                int vmax, const char *reader, int *version);
 
 /* Member getters. A missing member: required -> error "<path> has no key \"k\"";
  * otherwise the default is stored and DH_OK returned. A null member counts as missing
@@ -105,6 +108,12 @@ void dh__json_num(dh_strbuf_t *b, double v);
 /* FNV-1a 64 over the 8 little-endian bytes of v, continuing from h. */
 uint64_t dh__fnv_u64(uint64_t h, uint64_t v);
 #define DH__FNV_OFFSET 0xcbf29ce484222325ull
+
+/* One op of a profile's "ops" array (profile_io.c): element i of arr. */
+dh_status_t dh__prof_op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at, size_t i,
+                              int ncomms, dh_prof_op_t *op);
+/* The ops of a compact profile (version 2; profile_read2.c), expanded into p->ops. */
+dh_status_t dh__profile_read2(const dh__jr_t *r, json_t *root, dh_profile_t *p);
 
 /* Frees what a section owns and zeroes it (the section itself is not freed). */
 void dh__plan_section_clear(dh_plan_section_t *s);

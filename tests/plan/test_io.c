@@ -202,6 +202,62 @@ static void test_profile_round_trip(void **state)
     dh_profile_free(q);
 }
 
+/* The compact form (version 2) keeps every op's description, memory, sync and dependency,
+ * and gives each op its phase position's mean time; each distinct op and phase is written
+ * once, so the file does not grow with micro-batches or iterations. */
+static void test_profile_compact(void **state)
+{
+    (void)state;
+    dh_synth_t s;
+    dh_synth_defaults(&s);
+    s.dyn_shape = 1;
+    s.jitter = 7;
+    dh_profile_t *p = dh_synth_profile(&s), *q;
+    p->ops[4].mem = -(1ll << 40);
+    p->ops[6].dep1 = 2;
+    char err[512];
+    const char *path = tmp_path("prof2.json");
+    assert_int_equal(dh_profile_save_compact(p, path, err, sizeof(err)), DH_OK);
+    if (dh_profile_load(path, &q, err, sizeof(err)) != DH_OK)
+        fail_msg("load of a compact profile: %s", err);
+    assert_int_equal(q->version, DH_PROFILE_VERSION);
+    assert_int_equal(p->nops, q->nops);
+    assert_int_equal(p->sync_at_end, q->sync_at_end);
+    assert_string_equal(p->layout, q->layout);
+    for (size_t i = 0; i < p->nops; i++) {
+        const dh_prof_op_t *a = &p->ops[i], *b = &q->ops[i];
+        if (a->sig != b->sig || a->shape != b->shape || a->thread != b->thread ||
+            a->mem != b->mem || a->sync_before != b->sync_before || a->dep1 != b->dep1 ||
+            a->cls != b->cls || a->comm != b->comm || strcmp(a->name, b->name) != 0)
+            fail_msg("op %zu differs after the compact round trip", i);
+        /* jitter keeps times within 30 % of the op's own; a mean of them too */
+        if ((a->us < 0) != (b->us < 0) || (a->us >= 0 && fabs(a->us - b->us) > 0.6 * a->us + 1e-9))
+            fail_msg("op %zu: time %g became %g", i, a->us, b->us);
+    }
+    size_t len;
+    char *text = slurp(path, &len);
+    /* 3 micro-batches x 4 iterations of 2 layers: far fewer op records than ops */
+    size_t records = 0;
+    for (const char *c = strstr(text, "\"ops\": ["); c && (c = strstr(c + 1, "\"sig\"")); )
+        records++;
+    if (records * 10 > p->nops)
+        fail_msg("%zu op records for %zu ops", records, p->nops);
+    free(text);
+    /* and one more round trip changes nothing but nothing (means of means) */
+    const char *path2 = tmp_path("prof2b.json");
+    assert_int_equal(dh_profile_save_compact(q, path2, err, sizeof(err)), DH_OK);
+    dh_profile_t *r;
+    assert_int_equal(dh_profile_load(path2, &r, err, sizeof(err)), DH_OK);
+    assert_int_equal(r->nops, q->nops);
+    for (size_t i = 0; i < q->nops; i++)
+        if (fabs(r->ops[i].us - q->ops[i].us) > 1e-9 * (1 + fabs(q->ops[i].us)))
+            fail_msg("op %zu: %g became %g on the second round trip", i, q->ops[i].us,
+                     r->ops[i].us);
+    dh_profile_free(r);
+    dh_profile_free(p);
+    dh_profile_free(q);
+}
+
 /* ---- bad input ---- */
 
 /* Parses text as a plan named plan.json and expects a failure whose one-line message
@@ -323,8 +379,31 @@ static void test_bad_profiles(void **state)
         {"", "prof.json: truncated or empty"},
         {"{\"format\": \"dhelix-plan\", \"version\": 1}",
          "prof.json: format is \"dhelix-plan\", expected \"dhelix-profile\""},
+        {"{\"format\": \"dhelix-profile\", \"version\": 3, \"ops\": []}",
+         "prof.json: version 3 is not supported (this shim reads versions 1 to 2)"},
+        /* the compact form: references must land */
         {"{\"format\": \"dhelix-profile\", \"version\": 2, \"ops\": []}",
-         "prof.json: version 2 is not supported"},
+         "prof.json: has no key \"phases\""},
+        {"{\"format\": \"dhelix-profile\", \"version\": 2, \"ops\": [{\"t\": 0, \"k\": \"K\", "
+         "\"c\": \"compute\", \"sig\": \"0000000000000001\"}], \"phases\": [{\"ops\": [0, 1]}], "
+         "\"seq\": []}",
+         "prof.json: phases[0].ops[1] is not the index of an op (0 to 0)"},
+        {"{\"format\": \"dhelix-profile\", \"version\": 2, \"ops\": [{\"t\": 0, \"k\": \"K\", "
+         "\"c\": \"compute\", \"sig\": \"0000000000000001\"}], \"phases\": [{\"ops\": [0, 0], "
+         "\"us\": [1]}], \"seq\": []}",
+         "prof.json: phases[0].us has 1 elements, expected 2"},
+        {"{\"format\": \"dhelix-profile\", \"version\": 2, \"ops\": [{\"t\": 0, \"k\": \"K\", "
+         "\"c\": \"compute\", \"sig\": \"0000000000000001\"}], \"phases\": [{\"ops\": [0]}], "
+         "\"seq\": [[1, 0, 0]]}",
+         "prof.json: seq[0] names phase 1 of 1"},
+        {"{\"format\": \"dhelix-profile\", \"version\": 2, \"ops\": [{\"t\": 0, \"k\": \"K\", "
+         "\"c\": \"compute\", \"sig\": \"0000000000000001\"}], \"phases\": [{\"ops\": [0], "
+         "\"dep\": [1]}], \"seq\": [[0, 1, 0]]}",
+         "prof.json: seq[0] puts op 0's dependency 1 ops back, before the first op"},
+        {"{\"format\": \"dhelix-profile\", \"version\": 2, \"ops\": [{\"t\": 0, \"k\": \"K\", "
+         "\"c\": \"compute\", \"sig\": \"0000000000000001\"}], \"phases\": [{\"ops\": [0]}], "
+         "\"seq\": [[0, 1, 0], [0, 1, 5]], \"nops\": 3}",
+         "prof.json: nops is 3, but the phases in \"seq\" hold 2 ops"},
         {"{\"format\": \"dhelix-profile\", \"version\": 1}", "prof.json: has no key \"ops\""},
         {"{\"format\": \"dhelix-profile\", \"version\": 1, \"ops\": [{\"t\": 0, \"k\": \"GEMM\", "
          "\"c\": \"gpu\", \"sig\": \"0000000000000001\"}]}",
@@ -420,6 +499,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_round_trip),
         cmocka_unit_test(test_profile_round_trip),
+        cmocka_unit_test(test_profile_compact),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_bad_profiles),
         cmocka_unit_test(test_pairs_file),
