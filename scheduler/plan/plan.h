@@ -23,7 +23,10 @@
  * still read, and written by dh_profile_save. */
 #define DH_PROFILE_VERSION 2
 #define DH_PROFILE_VERSION_FLAT 1
-#define DH_PLAN_VERSION 1
+/* Plans: version 2 writes each section's template as blocks, each written once with a repeat
+ * count (the steady pair of every micro-batch once); version 1, flat, is still read. */
+#define DH_PLAN_VERSION 2
+#define DH_PLAN_VERSION_FLAT 1
 #define DH_PLAN_NAME_MAX 64
 
 /* X(id, name): what an operation is, for the cost model and the legality rules. */
@@ -192,6 +195,7 @@ typedef struct dh_plan {
 dh_status_t dh_plan_parse(const char *buf, size_t len, const char *name, dh_plan_t **out,
                           char *err, size_t errlen);
 dh_status_t dh_plan_load(const char *path, dh_plan_t **out, char *err, size_t errlen);
+/* Writes p in version 2, or in version 1 when p was read from a version-1 file. */
 dh_status_t dh_plan_save(const dh_plan_t *p, const char *path, char *err, size_t errlen);
 void dh_plan_free(dh_plan_t *p);
 /* Checks the rules of docs/plan-format.md that JSON types cannot express: every op in

@@ -125,7 +125,9 @@ def pairing(r):
     """Per rank: paired groups per iteration planned (its section) and done (DHELIX_STATS)."""
     out = {}
     for s in r["plan"].get("sections") or []:
-        planned = sum(1 for g in s.get("groups") or [] if g.get("b", [0, 0])[1] > 0 and g.get("a", [0, 0])[1] > 0)
+        # plan version 2: blocks of groups, each repeated (docs/plan-format.md)
+        planned = sum(b.get("repeat", 1) for b in s.get("blocks", [s]) for g in b.get("groups") or []
+                      if g.get("b", [0, 0])[1] > 0 and g.get("a", [0, 0])[1] > 0)
         for rank in s.get("ranks") or []:
             st = r["stats"].get(str(rank), {})
             it = st.get("iterations") or 0

@@ -14,6 +14,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "plan_int.h"
 #include "planner.h"
 #include "synth.h"
 
@@ -154,6 +155,89 @@ static void test_plan_round_trip(void **state)
     assert_ptr_equal(dh_plan_section_for(q, 1), &q->sections[0]);
     assert_null(dh_plan_section_for(q, 2));
     dh_plan_free(p);
+    dh_plan_free(q);
+}
+
+/* A version-1 plan (flat arrays) is still read, as the same plan. */
+static void test_plan_v1(void **state)
+{
+    (void)state;
+    dh_plan_t *p = sample_plan(), *q;
+    dh_strbuf_t b = DH_STRBUF_INIT;
+    assert_int_equal(dh__plan_render_version(p, &b, DH_PLAN_VERSION_FLAT), DH_OK);
+    char err[512];
+    if (dh_plan_parse(dh_strbuf_str(&b), b.len, "v1.json", &q, err, sizeof(err)) != DH_OK)
+        fail_msg("a version-1 plan: %s", err);
+    assert_int_equal(q->version, DH_PLAN_VERSION_FLAT);
+    q->version = p->version;
+    same_plan(p, q);
+    dh_strbuf_free(&b);
+    dh_plan_free(p);
+    dh_plan_free(q);
+}
+
+/* A plan of n micro-batches from a synthetic profile, saved; returns the file's size and
+ * the plan (*out). */
+static size_t plan_of(int mb, int layers, dh_plan_t **out)
+{
+    dh_synth_t s;
+    dh_synth_defaults(&s);
+    s.mb = mb;
+    s.layers = layers;
+    dh_profile_t *pr = dh_synth_profile(&s);
+    const dh_profile_t *ps[] = {pr};
+    char err[512];
+    if (dh_plan_build(ps, 1, NULL, out, err, sizeof(err)) != DH_OK)
+        fail_msg("dh_plan_build: %s", err);
+    dh_profile_free(pr);
+    const char *path = tmp_path("mb.json");
+    assert_int_equal(dh_plan_save(*out, path, err, sizeof(err)), DH_OK);
+    size_t len;
+    free(slurp(path, &len));
+    return len;
+}
+
+/* The steady pair is written once with a repeat count: the file does not grow with the
+ * micro-batches, and reads back as the flat plan the planner made. */
+static void test_plan_blocks(void **state)
+{
+    (void)state;
+    dh_plan_t *p4, *p32, *q;
+    size_t n4 = plan_of(4, 2, &p4), n32 = plan_of(32, 2, &p32);
+    if (n32 > n4 + n4 / 5)
+        fail_msg("plan of 32 micro-batches: %zu bytes, of 4: %zu (it grows)", n32, n4);
+    char err[512];
+    const char *path = tmp_path("mb32.json");
+    assert_int_equal(dh_plan_save(p32, path, err, sizeof(err)), DH_OK);
+    size_t len;
+    char *text = slurp(path, &len);
+    long most = 0;
+    for (const char *c = text; (c = strstr(c, "\"repeat\": ")) != NULL; c++)
+        most = strtol(c + 10, NULL, 10) > most ? strtol(c + 10, NULL, 10) : most;
+    if (most < 16)
+        fail_msg("the longest repeat is %ld blocks", most);
+    free(text);
+    if (dh_plan_load(path, &q, err, sizeof(err)) != DH_OK)
+        fail_msg("load: %s", err);
+    const dh_plan_section_t *x = &p32->sections[0], *y = &q->sections[0];
+    assert_int_equal(x->nops, y->nops);
+    assert_int_equal(x->ngroups, y->ngroups);
+    assert_int_equal(x->nphases, y->nphases);
+    assert_memory_equal(x->phases, y->phases, (size_t)x->nphases * sizeof(*x->phases));
+    for (size_t k = 0; k < x->nops; k++)
+        if (x->ops[k].sig != y->ops[k].sig || x->ops[k].group != y->ops[k].group ||
+            x->ops[k].phase != y->ops[k].phase || x->ops[k].strand != y->ops[k].strand ||
+            x->ops[k].us != y->ops[k].us)
+            fail_msg("op %zu differs", k);
+    for (int g = 0; g < x->ngroups; g++) {
+        const dh_plan_group_t *a = &x->groups[g], *b = &y->groups[g];
+        if (a->a_first != b->a_first || a->a_n != b->a_n || a->b_first != b->b_first ||
+            a->b_n != b->b_n || strcmp(a->order, b->order) != 0 || a->pred_us != b->pred_us ||
+            fabs(a->start_us - b->start_us) > 1e-6 * (1 + a->start_us))
+            fail_msg("group %d differs", g);
+    }
+    dh_plan_free(p4);
+    dh_plan_free(p32);
     dh_plan_free(q);
 }
 
@@ -347,21 +431,21 @@ static void test_bad_inputs(void **state)
         expect_bad_plan(good, len * (size_t)k / 20, "truncated or empty");
     expect_bad_edit(good, "\"dhelix-plan\"", "\"dhelix-profile\"",
                     "format is \"dhelix-profile\", expected \"dhelix-plan\"");
-    expect_bad_edit(good, "\"version\": 1", "\"version\": 7",
-                    "version 7 is not supported (this shim reads version 1)");
+    expect_bad_edit(good, "\"version\": 2", "\"version\": 7",
+                    "version 7 is not supported (this shim reads versions 1 to 2)");
     expect_bad_edit(good, "\"fingerprint\":", "\"fingerprinz\":",
                     "sections[0] has no key \"fingerprint\"");
     expect_bad_edit(good, "\"strand\": ", "\"strand\": \"x\", \"zz\": ",
-                    "sections[0].ops[0].strand is a string, expected an integer");
+                    "sections[0].blocks[0].ops[0].strand is a string, expected an integer");
     expect_bad_edit(good, "\"baseline_us\": ", "\"baseline_us\": [], \"x\": ",
                     "sections[0].baseline_us is an array, expected a number");
     expect_bad_edit(good, "\"sig\": \"", "\"sig\": \"zz",
-                    "sections[0].ops[0].sig is not 16 hex digits");
+                    "sections[0].blocks[0].ops[0].sig is not 16 hex digits");
     expect_bad_edit(good, "\"ops\": [", "\"ops\": {}, \"opz\": [",
-                    "sections[0].ops is an object, expected an array");
-    expect_bad_struct(m_range, "sections[0].groups[0].a is [");
+                    "sections[0].blocks[0].ops is an object, expected an array");
+    expect_bad_struct(m_range, "groups[0].a is [");
     expect_bad_struct(m_overlap, "is in groups 0 and 1");
-    expect_bad_struct(m_letter, "sections[0].groups[0].order has the letter 'c'");
+    expect_bad_struct(m_letter, "sections[0].blocks[0].groups[0].order has the letter 'c'");
     expect_bad_struct(m_order_count, "letters, expected");
     expect_bad_struct(m_fingerprint, "sections[0].fingerprint is ");
     expect_bad_struct(m_strand, "sections[0].ops[0] has strand");
@@ -498,6 +582,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_round_trip),
+        cmocka_unit_test(test_plan_v1),
+        cmocka_unit_test(test_plan_blocks),
         cmocka_unit_test(test_profile_round_trip),
         cmocka_unit_test(test_profile_compact),
         cmocka_unit_test(test_bad_inputs),

@@ -232,7 +232,7 @@ plan_pairs_match() {
 import json, re, sys
 plan = json.load(open(sys.argv[1]))
 def pairs(sec):
-    return any(g["a"][1] > 0 and g["b"][1] > 0 for g in sec["groups"])
+    return any(g["a"][1] > 0 and g["b"][1] > 0 for b in sec.get("blocks", [sec]) for _ in range(b.get("repeat", 1)) for g in b["groups"])
 ok, said = True, []
 for line in open(sys.argv[2]):
     rank = int(line.split()[0])
@@ -264,7 +264,7 @@ for line in open(sys.argv[2]):
     ran = int(m.group(1)) if m else -1
     sec = ([s for s in plan["sections"] if rank in s.get("ranks", [])] or plan["sections"][:1])[0]
     planned = int(sec.get("held_ops", 0))
-    pairs = any(g["a"][1] > 0 and g["b"][1] > 0 for g in sec["groups"])
+    pairs = any(g["a"][1] > 0 and g["b"][1] > 0 for b in sec.get("blocks", [sec]) for _ in range(b.get("repeat", 1)) for g in b["groups"])
     good = 0 <= ran <= planned + planned // 4 + 1 and (pairs or ran <= 1)
     ok &= good
     said.append("rank %d: held back %d ops at most, planned %d%s" % (rank, ran, planned, "" if good else " (WRONG)"))

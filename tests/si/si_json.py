@@ -108,7 +108,8 @@ def main(argv):
         parts = []
         for i, s in enumerate(d.get("sections", [])):
             parts.append("section %d ranks %s: %d ops, %d groups, predicted %.1f -> %.1f us" % (
-                i, s.get("ranks"), len(s.get("ops", [])), len(s.get("groups", [])),
+                i, s.get("ranks"), s.get("nops", len(s.get("ops", []))),
+                sum(len(b.get("groups", [])) * b.get("repeat", 1) for b in s.get("blocks", [s])),
                 s.get("baseline_us", -1), s.get("si_us", -1)))
         print("; ".join(parts) or "no sections")
     else:
