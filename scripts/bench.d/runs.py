@@ -132,16 +132,21 @@ def make_plan(paths, d, nproc):
     with open(os.path.join(d, "plan.cmd"), "w") as f:
         f.write(" ".join(shlex.quote(c) for c in cmd) + "\n")
     t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=clean_env())
+    with open(os.path.join(d, "plan.out"), "w") as out, open(os.path.join(d, "plan.err"), "w") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=clean_env())
+        # wait4 gives this child's own peak resident memory (KiB on Linux): the planner's.
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.monotonic() - t0
-    open(os.path.join(d, "plan.out"), "w").write(p.stdout)
-    open(os.path.join(d, "plan.err"), "w").write(p.stderr)
-    if p.returncode != 0 or not os.path.exists(os.path.join(d, "plan.json")):
-        last = [l for l in p.stderr.splitlines() if l.strip()]
+    stdout = open(os.path.join(d, "plan.out")).read()
+    stderr = open(os.path.join(d, "plan.err")).read()
+    if proc.returncode != 0 or not os.path.exists(os.path.join(d, "plan.json")):
+        last = [l for l in stderr.splitlines() if l.strip()]
         raise RunError("failed", "dhelix plan: exit status %d%s" %
-                       (p.returncode, ": " + last[-1] if last else ""))
+                       (proc.returncode, ": " + last[-1] if last else ""))
     plan = json.load(open(os.path.join(d, "plan.json")))
-    table = parse_summary(p.stdout) or {}
+    table = parse_summary(stdout) or {}
+    table["_peak_rss_mib"] = usage.ru_maxrss / 1024.0
     return plan, table, wall
 
 
