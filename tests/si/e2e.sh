@@ -282,6 +282,29 @@ need() { [ -e "$1" ] || { echo "e2e: $1 not found: build first (cmake --build ${
 # ---- scenarios ----
 
 # A configuration through the whole pipeline.
+# profile_compact DIR PLAN: every profile in DIR is a compact one (version 2) that stopped
+# recording once an iteration repeated: at most 3 iterations of its rank's template of the
+# 5 the program ran, and fewer distinct ops than a tenth of those recorded.
+profile_compact() {
+  python3 - "$1" "$2" <<'PY'
+import glob, json, os, sys
+plan = json.load(open(sys.argv[2]))
+tmpl = max(s.get("nops", 0) for s in plan["sections"])
+ok, said = True, []
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "prof.[0-9]*.json"))):
+    if f.endswith(".trace.json"):
+        continue
+    p = json.load(open(f))
+    n, d = p.get("nops", 0), len(p.get("ops", []))
+    good = p.get("version") == 2 and 0 < n <= 3 * tmpl and d * 10 <= n
+    ok &= good
+    said.append("%s: version %s, %d ops recorded (template %d), %d distinct%s" % (
+        os.path.basename(f), p.get("version"), n, tmpl, d, "" if good else " (NOT compact or not stopped)"))
+print("; ".join(said))
+sys.exit(0 if ok else 1)
+PY
+}
+
 scenario_si() {
   local n=$1 want_speedup=$2
   shift 2
@@ -291,6 +314,12 @@ scenario_si() {
   profile prof "$n" -- "${args[@]}" || return
   run_ok prof base
   make_plan prof || return
+  local why
+  if why=$(profile_compact "$work/prof.prof" "$work/plan.json"); then
+    pass "profile: $why"
+  else
+    fail "profile: $why"
+  fi
   # shellcheck disable=SC2046
   wl_run si "$n" $(si_env "$work/plan.json" si) -- "${args[@]}"
   run_ok si base || return
