@@ -133,10 +133,7 @@ def make_plan(paths, d, nproc):
         f.write(" ".join(shlex.quote(c) for c in cmd) + "\n")
     t0 = time.monotonic()
     with open(os.path.join(d, "plan.out"), "w") as out, open(os.path.join(d, "plan.err"), "w") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=clean_env())
-        # wait4 gives this child's own peak resident memory (KiB on Linux): the planner's.
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc = subprocess.run(cmd, stdout=out, stderr=err, env=clean_env())
     wall = time.monotonic() - t0
     stdout = open(os.path.join(d, "plan.out")).read()
     stderr = open(os.path.join(d, "plan.err")).read()
@@ -146,7 +143,9 @@ def make_plan(paths, d, nproc):
                        (proc.returncode, ": " + last[-1] if last else ""))
     plan = json.load(open(os.path.join(d, "plan.json")))
     table = parse_summary(stdout) or {}
-    table["_peak_rss_mib"] = usage.ru_maxrss / 1024.0
+    # dhelix plan reports its own peak (VmHWM); ru_maxrss would count the Python process
+    # it was forked from.
+    table["_peak_rss_mib"] = (table.get("meta") or {}).get("peak_rss_mib")
     return plan, table, wall
 
 
