@@ -144,28 +144,62 @@ static void dh__ops_json(dh_strbuf_t *b, const dh_plan_section_t *s, const dh__c
     }
 }
 
-/* Renders chunk c's phases, ops and groups; relative: micro-batches and start times less
- * the chunk's (what two repetitions share), else as they are. */
-static void dh__chunk_json(dh_strbuf_t *b, const dh_plan_section_t *s, const dh__chunk_t *c,
-                           int relative)
+/* Writes chunk c's phases, ops and groups, indices relative to its start (what a block
+ * holds). */
+static void dh__chunk_json(dh_strbuf_t *b, const dh_plan_section_t *s, const dh__chunk_t *c)
 {
     dh_strbuf_puts(b, "\"phases\": [");
     for (int k = c->ph0; k < c->ph1; k++) {
         dh_strbuf_puts(b, k > c->ph0 ? ",\n          " : "\n          ");
-        dh__plan_phase_json(b, &s->phases[k], c->op0, c->ph0, relative ? c->mb0 : 0);
+        dh__plan_phase_json(b, &s->phases[k], c->op0, c->ph0, 0);
     }
     dh_strbuf_puts(b, "],\n        \"ops\": [");
     dh__ops_json(b, s, c);
     dh_strbuf_puts(b, "],\n        \"groups\": [");
     for (int g = c->g0; g < c->g1; g++) {
         dh_strbuf_puts(b, g > c->g0 ? ",\n          " : "\n          ");
-        dh_plan_group_t gg = s->groups[g];
-        /* start times of two repetitions agree to rounding only */
-        if (relative)
-            gg.start_us = round((gg.start_us - c->t0) * 1e3) / 1e3;
-        dh__plan_group_json(b, &gg, c->op0, 0);
+        dh__plan_group_json(b, &s->groups[g], c->op0, 0);
     }
     dh_strbuf_puts(b, "]");
+}
+
+/* 1 when chunk y repeats chunk x: the same phases, ops and groups with their indices
+ * relative to each chunk's start, micro-batches relative to each chunk's smallest, start
+ * times relative to each chunk's first group (to the nanosecond): what dh__chunk_json
+ * writes, compared without writing it. */
+static int dh__chunk_same(const dh_plan_section_t *s, const dh__chunk_t *x, const dh__chunk_t *y)
+{
+    if (x->op1 - x->op0 != y->op1 - y->op0 || x->g1 - x->g0 != y->g1 - y->g0 ||
+        x->ph1 - x->ph0 != y->ph1 - y->ph0)
+        return 0;
+    for (int k = 0; k < x->ph1 - x->ph0; k++) {
+        const dh_plan_phase_t *a = &s->phases[x->ph0 + k], *b = &s->phases[y->ph0 + k];
+        if (a->n != b->n || a->kind != b->kind || a->thread != b->thread ||
+            a->first - x->op0 != b->first - y->op0 ||
+            (a->paired_with >= 0 ? a->paired_with - x->ph0 : -1) !=
+                (b->paired_with >= 0 ? b->paired_with - y->ph0 : -1) ||
+            (a->mb >= 0 ? a->mb - x->mb0 : -1) != (b->mb >= 0 ? b->mb - y->mb0 : -1))
+            return 0;
+    }
+    for (size_t i = 0; i < x->op1 - x->op0; i++) {
+        const dh_plan_op_t *a = &s->ops[x->op0 + i], *b = &s->ops[y->op0 + i];
+        if ((a->phase >= 0 ? a->phase - x->ph0 : -1) != (b->phase >= 0 ? b->phase - y->ph0 : -1) ||
+            a->group - x->g0 != b->group - y->g0 || a->sig != b->sig ||
+            a->shape_dynamic != b->shape_dynamic || (!a->shape_dynamic && a->shape != b->shape) ||
+            a->cls != b->cls || a->strand != b->strand || a->us != b->us ||
+            strcmp(a->kind, b->kind) != 0 || strcmp(a->name, b->name) != 0)
+            return 0;
+    }
+    for (int g = 0; g < x->g1 - x->g0; g++) {
+        const dh_plan_group_t *a = &s->groups[x->g0 + g], *b = &s->groups[y->g0 + g];
+        if (a->a_n != b->a_n || a->b_n != b->b_n ||
+            (a->a_n && a->a_first - x->op0 != b->a_first - y->op0) ||
+            (a->b_n && a->b_first - x->op0 != b->b_first - y->op0) || a->pred_us != b->pred_us ||
+            round((a->start_us - x->t0) * 1e3) != round((b->start_us - y->t0) * 1e3) ||
+            strcmp(a->order ? a->order : "", b->order ? b->order : "") != 0)
+            return 0;
+    }
+    return 1;
 }
 
 static void dh__block_close(dh_strbuf_t *b, size_t repeat, int mb_step, double dt)
@@ -180,7 +214,6 @@ dh_status_t dh__plan_blocks_json(dh_strbuf_t *b, const dh_plan_section_t *s)
     size_t ncut = (size_t)s->ngroups + 2;
     int *cut = malloc(ncut * sizeof *cut), *cph = malloc(ncut * sizeof *cph);
     size_t *cop = malloc(ncut * sizeof *cop);
-    dh_strbuf_t prev = DH_STRBUF_INIT, cur = DH_STRBUF_INIT;
     if (!cut || !cph || !cop) {
         free(cut);
         free(cph);
@@ -208,12 +241,7 @@ dh_status_t dh__plan_blocks_json(dh_strbuf_t *b, const dh_plan_section_t *s)
                 c.mb0 = s->phases[p].mb;
                 have = 1;
             }
-        cur.len = 0;
-        if (cur.data)
-            cur.data[0] = '\0';
-        dh__chunk_json(&cur, s, &c, 1);
-        int same = repeat > 0 && cur.len == prev.len && dh_strbuf_status(&cur) == DH_OK &&
-                   memcmp(dh_strbuf_str(&cur), dh_strbuf_str(&prev), cur.len) == 0;
+        int same = repeat > 0 && dh__chunk_same(s, &last, &c);
         if (same) {
             int step = c.mb0 - last.mb0;
             double d = c.t0 - last.t0;
@@ -230,27 +258,20 @@ dh_status_t dh__plan_blocks_json(dh_strbuf_t *b, const dh_plan_section_t *s)
             if (repeat > 0)
                 dh__block_close(b, repeat, mb_step, dt);
             dh_strbuf_puts(b, nblocks++ ? ",\n        {" : "\n        {");
-            dh__chunk_json(b, s, &c, 0);
+            dh__chunk_json(b, s, &c);
             repeat = 1;
             mb_step = 0;
             dt = 0;
-            dh_strbuf_t t = prev;
-            prev = cur;
-            cur = t;
         }
         last = c;
     }
     if (repeat > 0)
         dh__block_close(b, repeat, mb_step, dt);
     dh_strbuf_puts(b, nblocks ? "\n      ]\n    }" : "]\n    }");
-    dh_status_t st = dh_strbuf_status(&prev) != DH_OK || dh_strbuf_status(&cur) != DH_OK
-                         ? DH_ERR_NOMEM : DH_OK;
-    dh_strbuf_free(&prev);
-    dh_strbuf_free(&cur);
     free(cut);
     free(cph);
     free(cop);
-    return st;
+    return dh_strbuf_status(b);
 }
 
 /* ---- reading ---- */
