@@ -241,6 +241,11 @@ static int dh__plan_run(const dh__plan_args_t *a, dh__plan_cb_t *cb)
         dh__on_progress(cb, what, (size_t)k, (size_t)a->nprofiles);
         if (dh_profile_load(a->profiles[k], &prof[k], err, sizeof(err)) != DH_OK)
             goto out;
+        /* Two iterations are all the planner reads: the next profile loads into the memory
+         * the others no longer hold. A profile with no iteration stays whole, and the
+         * planner reports it. */
+        char ignored[8];
+        dh_profile_trim(prof[k], 2, a->profiles[k], ignored, sizeof(ignored));
     }
     dh_plan_opts_t o;
     dh_plan_opts_init(&o);

@@ -151,6 +151,27 @@ dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
     return DH_OK;
 }
 
+dh_status_t dh_profile_trim(dh_profile_t *p, int keep, const char *name, char *err,
+                            size_t errlen)
+{
+    dh_iteration_t it;
+    DH_CHECK(dh_profile_find_iteration(p, name, &it, err, errlen));
+    size_t reps = (size_t)(it.reps < keep ? it.reps : keep);
+    size_t lo = it.first - (reps - 1) * it.n, hi = it.first + it.n;
+    if (lo == 0 && hi == p->nops)
+        return DH_OK;
+    /* Iterations start right after a synchronisation: what follows hi starts with one. */
+    p->sync_at_end = hi < p->nops ? p->ops[hi].sync_before : p->sync_at_end;
+    memmove(p->ops, p->ops + lo, (hi - lo) * sizeof(*p->ops));
+    p->nops = hi - lo;
+    for (size_t i = 0; i < p->nops; i++)
+        p->ops[i].dep1 = p->ops[i].dep1 > (int64_t)lo ? p->ops[i].dep1 - (int64_t)lo : 0;
+    dh_prof_op_t *o = realloc(p->ops, p->nops * sizeof(*p->ops));
+    if (o != NULL)
+        p->ops = o;
+    return DH_OK;
+}
+
 /* ---- statistics over the repetitions ---- */
 
 typedef struct dh__ival {
