@@ -214,6 +214,39 @@ const dh_plan_section_t *dh_plan_section_for(const dh_plan_t *p, int rank);
  * malloc'ed array, NULL out of memory. */
 size_t *dh_plan_release_marks(const dh_plan_section_t *s);
 
+/* A section's template as the runtime walks it: each block of repeated phases (plan
+ * version 2) held once, so that its memory follows the distinct blocks, not the
+ * micro-batches; each step O(1). Built from a checked section, which may be freed after.
+ * Read-only once built: thread-safe for readers. */
+typedef struct dh_plan_walk dh_plan_walk_t;
+/* NULL out of memory, or when s has no op or no group. */
+dh_plan_walk_t *dh_plan_walk_new(const dh_plan_section_t *s);
+void dh_plan_walk_free(dh_plan_walk_t *w);
+size_t dh_plan_walk_nops(const dh_plan_walk_t *w);
+int dh_plan_walk_ngroups(const dh_plan_walk_t *w);
+int dh_plan_walk_nblocks(const dh_plan_walk_t *w);
+size_t dh_plan_walk_bytes(const dh_plan_walk_t *w);   /* memory it holds */
+
+/* A position in the template: c the op (0..nops-1); b, r, k where the walker finds it.
+ * All zero is op 0. */
+typedef struct dh_plan_cursor {
+    size_t c, b, r, k;
+} dh_plan_cursor_t;
+/* The next op, back to op 0 after the last. */
+void dh_plan_walk_next(const dh_plan_walk_t *w, dh_plan_cursor_t *p);
+
+typedef struct dh_plan_here {
+    const dh_plan_op_t *op;         /* sig, shape, shape_dynamic, kind, name, strand, us
+                                       (its phase and group fields are not the template's) */
+    int group;                      /* the op's template group */
+    size_t release;                 /* leading groups complete once this op has arrived */
+    int single_strand;              /* its group has ops of one strand only */
+    int starts_paired_b;            /* first op of a backward phase paired with a forward */
+} dh_plan_here_t;
+void dh_plan_walk_at(const dh_plan_walk_t *w, const dh_plan_cursor_t *p, dh_plan_here_t *out);
+/* The issue order of template group g, NULL when there is none. O(log blocks). */
+const char *dh_plan_walk_order(const dh_plan_walk_t *w, int group);
+
 /* The signature fingerprint of a template (FNV-1a over the sigs). */
 uint64_t dh_plan_fingerprint(const dh_plan_op_t *ops, size_t n);
 

@@ -15,12 +15,6 @@
 
 /* ---- writing ---- */
 
-typedef struct dh__chunk {
-    size_t op0, op1;
-    int g0, g1, ph0, ph1;
-    int mb0;                        /* the smallest micro-batch of its phases, 0 if none */
-    double t0;                      /* its first group's start */
-} dh__chunk_t;
 
 static size_t dh__gstart(const dh_plan_group_t *g)
 {
@@ -209,28 +203,16 @@ static void dh__block_close(dh_strbuf_t *b, size_t repeat, int mb_step, double d
     dh_strbuf_puts(b, "}");
 }
 
-dh_status_t dh__plan_blocks_json(dh_strbuf_t *b, const dh_plan_section_t *s)
+dh_status_t dh__plan_blocks_find(const dh_plan_section_t *s, dh__blk_t **out, int *nout)
 {
+    *out = NULL;
+    *nout = 0;
     size_t ncut = (size_t)s->ngroups + 2;
     int *cut = malloc(ncut * sizeof *cut), *cph = malloc(ncut * sizeof *cph);
     size_t *cop = malloc(ncut * sizeof *cop);
-    if (!cut || !cph || !cop) {
-        free(cut);
-        free(cph);
-        free(cop);
-        return DH_ERR_NOMEM;
-    }
-    int n = s->ngroups > 0 ? dh__cuts(s, cut, cop, cph) : 0;
-    if (n < 0) {
-        free(cut);
-        free(cph);
-        free(cop);
-        return DH_ERR_NOMEM;
-    }
-    dh_strbuf_puts(b, "      \"blocks\": [");
-    size_t repeat = 0, nblocks = 0;
-    int mb_step = 0;
-    double dt = 0;
+    dh__blk_t *blk = malloc(ncut * sizeof *blk);
+    int n = cut && cph && cop && blk ? (s->ngroups > 0 ? dh__cuts(s, cut, cop, cph) : 0) : -1;
+    int nb = 0;
     dh__chunk_t last = {0};
     for (int k = 0; k + 1 < n; k++) {
         dh__chunk_t c = {cop[k], cop[k + 1], cut[k], cut[k + 1], cph[k], cph[k + 1], 0,
@@ -241,36 +223,49 @@ dh_status_t dh__plan_blocks_json(dh_strbuf_t *b, const dh_plan_section_t *s)
                 c.mb0 = s->phases[p].mb;
                 have = 1;
             }
-        int same = repeat > 0 && dh__chunk_same(s, &last, &c);
+        dh__blk_t *cur = nb > 0 ? &blk[nb - 1] : NULL;
+        int same = cur != NULL && dh__chunk_same(s, &last, &c);
         if (same) {
             int step = c.mb0 - last.mb0;
             double d = c.t0 - last.t0;
-            if (repeat == 1) {
-                mb_step = step;
-                dt = d;
-            } else if (step != mb_step || fabs(d - dt) > 1e-6 * (1 + fabs(dt))) {
+            if (cur->repeat == 1) {
+                cur->mb_step = step;
+                cur->dt = d;
+            } else if (step != cur->mb_step || fabs(d - cur->dt) > 1e-6 * (1 + fabs(cur->dt))) {
                 same = 0;
             }
         }
-        if (same) {
-            repeat++;
-        } else {
-            if (repeat > 0)
-                dh__block_close(b, repeat, mb_step, dt);
-            dh_strbuf_puts(b, nblocks++ ? ",\n        {" : "\n        {");
-            dh__chunk_json(b, s, &c);
-            repeat = 1;
-            mb_step = 0;
-            dt = 0;
-        }
+        if (same)
+            cur->repeat++;
+        else
+            blk[nb++] = (dh__blk_t){c, 1, 0, 0};
         last = c;
     }
-    if (repeat > 0)
-        dh__block_close(b, repeat, mb_step, dt);
-    dh_strbuf_puts(b, nblocks ? "\n      ]\n    }" : "]\n    }");
     free(cut);
     free(cph);
     free(cop);
+    if (n < 0) {
+        free(blk);
+        return DH_ERR_NOMEM;
+    }
+    *out = blk;
+    *nout = nb;
+    return DH_OK;
+}
+
+dh_status_t dh__plan_blocks_json(dh_strbuf_t *b, const dh_plan_section_t *s)
+{
+    dh__blk_t *blk;
+    int nb;
+    DH_CHECK(dh__plan_blocks_find(s, &blk, &nb));
+    dh_strbuf_puts(b, "      \"blocks\": [");
+    for (int k = 0; k < nb; k++) {
+        dh_strbuf_puts(b, k ? ",\n        {" : "\n        {");
+        dh__chunk_json(b, s, &blk[k].c);
+        dh__block_close(b, blk[k].repeat, blk[k].mb_step, blk[k].dt);
+    }
+    dh_strbuf_puts(b, nb ? "\n      ]\n    }" : "]\n    }");
+    free(blk);
     return dh_strbuf_status(b);
 }
 

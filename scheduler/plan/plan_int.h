@@ -142,6 +142,28 @@ void dh__plan_flat_json(dh_strbuf_t *b, const dh_plan_section_t *s);
 dh_status_t dh__plan_flat_parse(const dh__jr_t *r, json_t *o, const dh__jpath_t *at,
                                 dh_plan_section_t *s);
 
+/* A run of whole phases of a section's template and the groups that cover exactly their
+ * ops (plan_blocks.c). */
+typedef struct dh__chunk {
+    size_t op0, op1;
+    int g0, g1, ph0, ph1;
+    int mb0;                        /* the smallest micro-batch of its phases, 0 if none */
+    double t0;                      /* its first group's start */
+} dh__chunk_t;
+
+/* A block: chunk c (its first repetition) and the repeat - 1 chunks after it that repeat it,
+ * each mb_step micro-batches and dt microseconds further. */
+typedef struct dh__blk {
+    dh__chunk_t c;
+    size_t repeat;
+    int mb_step;
+    double dt;
+} dh__blk_t;
+
+/* The blocks of s, in template order, covering it; *out malloc'ed (none when s has no
+ * groups). Errors: DH_ERR_NOMEM. */
+dh_status_t dh__plan_blocks_find(const dh_plan_section_t *s, dh__blk_t **out, int *nout);
+
 /* plan_blocks.c: the template of version 2, as blocks each written once with a repeat
  * count. Errors: DH_ERR_NOMEM (writer); the reader's as the other readers'. */
 dh_status_t dh__plan_blocks_json(dh_strbuf_t *b, const dh_plan_section_t *s);

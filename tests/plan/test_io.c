@@ -236,6 +236,33 @@ static void test_plan_blocks(void **state)
             fabs(a->start_us - b->start_us) > 1e-6 * (1 + a->start_us))
             fail_msg("group %d differs", g);
     }
+    /* The runtime's walker agrees with the flat template op for op, twice round. */
+    dh_plan_walk_t *w = dh_plan_walk_new(y);
+    assert_non_null(w);
+    assert_int_equal(dh_plan_walk_nops(w), y->nops);
+    if (dh_plan_walk_nblocks(w) > 6)
+        fail_msg("%d blocks for 32 micro-batches", dh_plan_walk_nblocks(w));
+    size_t *ra = dh_plan_release_marks(y);
+    dh_plan_cursor_t cur = {0};
+    for (size_t n = 0; n < 2 * y->nops; n++) {
+        size_t c = n % y->nops;
+        assert_int_equal(cur.c, c);
+        dh_plan_here_t h;
+        dh_plan_walk_at(w, &cur, &h);
+        const dh_plan_op_t *op = &y->ops[c];
+        const dh_plan_group_t *g = &y->groups[op->group];
+        const dh_plan_phase_t *ph = &y->phases[op->phase];
+        int pb = ph->first == c && ph->kind == 'B' && ph->paired_with >= 0;
+        if (h.op->sig != op->sig || h.op->strand != op->strand || h.group != op->group ||
+            h.release != ra[c] || h.single_strand != (g->a_n == 0 || g->b_n == 0) ||
+            h.starts_paired_b != pb || strcmp(dh_plan_walk_order(w, h.group), g->order) != 0)
+            fail_msg("op %zu: the walker says group %d release %zu, the template group %d "
+                     "release %zu", c, h.group, h.release, (int)op->group, ra[c]);
+        dh_plan_walk_next(w, &cur);
+    }
+    assert_null(dh_plan_walk_order(w, y->ngroups));
+    free(ra);
+    dh_plan_walk_free(w);
     dh_plan_free(p4);
     dh_plan_free(p32);
     dh_plan_free(q);
