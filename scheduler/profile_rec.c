@@ -84,11 +84,13 @@ static uint64_t dh__fnv(uint64_t h, uint64_t v)
 }
 
 /* Closes the current segment and applies the stop rule: recording ends at a host
- * synchronisation after which the segments recorded last form two identical repetitions of
- * a period that starts like the program's first iteration (its first op has the signature
- * of the first recorded op): what the planner needs to find the iteration (planner.h, step
- * 1) and average its times. A period starting elsewhere (micro-batches cut by a
- * synchronisation each, such as MoE routing; a loss read at the iteration's end) is no
+ * synchronisation after which the segments recorded last repeat a period of p segments
+ * that starts like the program's first iteration (its first op has the signature of the
+ * first recorded op): twice when the period lies on the grid of the first iteration (the
+ * program's first p segments are its iteration 0: the same rotation the planner picks), else
+ * three times (a first iteration cut into more or fewer segments than the others). That is
+ * what the planner needs to find the iteration (planner.h, step 1). A period starting
+ * elsewhere (micro-batches cut by a synchronisation each, such as MoE routing) is no
  * iteration; if none shows, the recorder goes on to DHELIX_PROFILE_OPS. */
 static void dh__close_segment(void)
 {
@@ -112,13 +114,17 @@ static void dh__close_segment(void)
     for (size_t p = 1; 2 * p <= m; p++) {
         if (dh__pr.seg_first[m - p] != dh__pr.seg_first[0])
             continue;
+        size_t reps = (m - p) % p == 0 ? 2 : 3;
+        if (reps * p > m)
+            continue;
         size_t k = 0;
-        while (k < p && dh__pr.seg_hash[m - 2 * p + k] == dh__pr.seg_hash[m - p + k])
+        const uint64_t *h = dh__pr.seg_hash + (m - reps * p);
+        while (k < (reps - 1) * p && h[k] == h[k + p])
             k++;
-        if (k == p) {
+        if (k == (reps - 1) * p) {
             dh__pr.stopped = 1;
-            DH_INFO(SCHED, "profile: the last %zu of %zu segments repeat the %zu before them; "
-                    "recording stopped after %zu operations", p, m, p,
+            DH_INFO(SCHED, "profile: the last %zu of %zu segments repeat a period of %zu %zu "
+                    "times; recording stopped after %zu operations", reps * p, m, p, reps,
                     dh_prof_builder_nops(dh__pr.b));
             return;
         }
