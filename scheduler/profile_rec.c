@@ -40,16 +40,23 @@ static dh__prec_t *dh__ev_chunks[DH__EV_CHUNKS];
 
 static dh__prec_t *dh__ev_at(size_t i) { return &dh__ev_chunks[i / DH__EV_CHUNK][i % DH__EV_CHUNK]; }
 
+/* Segments (runs of ops between host synchronisations) seen so far, for the stop rule. */
+#define DH__MAX_SEGS 65536
+
 static struct {
-    dh_prof_op_t *ops;       /* guarded by dh__s.lock (the caller's) */
-    size_t n, cap, max;
+    dh_prof_builder_t *b;    /* guarded by dh__s.lock (the caller's) */
+    size_t max;
     int pending_sync;
     const void *comms[DH__MAX_COMMS];
     dh_prof_comm_t comm_info[DH__MAX_COMMS];
     int ncomms;
-    int full_warned;
+    int full_warned, stopped, failed;
+    /* the current segment: hash over (sig, thread) so far, ops, first op's sig */
+    uint64_t seg_h, seg_sig;
+    size_t seg_n;
+    uint64_t *seg_hash, *seg_first; /* [closed segment] */
+    size_t nsegs;
 } dh__pr;
-
 static int dh__comm_index(const void *reg)
 {
     if (!reg)
@@ -69,51 +76,122 @@ static int dh__comm_index(const void *reg)
     return i;
 }
 
+static uint64_t dh__fnv(uint64_t h, uint64_t v)
+{
+    for (int k = 0; k < 8; k++)
+        h = (h ^ ((v >> (8 * k)) & 0xff)) * 0x100000001b3ull;
+    return h;
+}
+
+/* Closes the current segment and applies the stop rule: recording ends at a host
+ * synchronisation after which the segments recorded last repeat a period of p segments
+ * that starts like the program's first iteration (its first op has the signature of the
+ * first recorded op): twice when the period lies on the grid of the first iteration (the
+ * program's first p segments are its iteration 0: the same rotation the planner picks), else
+ * three times (a first iteration cut into more or fewer segments than the others). That is
+ * what the planner needs to find the iteration (planner.h, step 1). A period starting
+ * elsewhere (micro-batches cut by a synchronisation each, such as MoE routing) is no
+ * iteration; if none shows, the recorder goes on to DHELIX_PROFILE_OPS. */
+static void dh__close_segment(void)
+{
+    if (!dh__pr.seg_n || dh__pr.nsegs == DH__MAX_SEGS)
+        return;
+    if (!dh__pr.seg_hash) {
+        dh__pr.seg_hash = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_hash);
+        dh__pr.seg_first = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_first);
+        if (!dh__pr.seg_hash || !dh__pr.seg_first) {
+            free(dh__pr.seg_hash);
+            free(dh__pr.seg_first);
+            dh__pr.seg_hash = dh__pr.seg_first = NULL;
+            return;
+        }
+    }
+    size_t m = dh__pr.nsegs++;
+    dh__pr.seg_hash[m] = dh__fnv(dh__pr.seg_h, dh__pr.seg_n);
+    dh__pr.seg_first[m] = dh__pr.seg_sig;
+    dh__pr.seg_n = 0;
+    m++;
+    for (size_t p = 1; 2 * p <= m && dh_config()->profile_stop; p++) {
+        if (dh__pr.seg_first[m - p] != dh__pr.seg_first[0])
+            continue;
+        size_t reps = (m - p) % p == 0 ? 2 : 3;
+        if (reps * p > m)
+            continue;
+        size_t k = 0;
+        const uint64_t *h = dh__pr.seg_hash + (m - reps * p);
+        while (k < (reps - 1) * p && h[k] == h[k + p])
+            k++;
+        if (k == (reps - 1) * p) {
+            dh__pr.stopped = 1;
+            DH_INFO(SCHED, "profile: the last %zu of %zu segments repeat a period of %zu %zu "
+                    "times; recording stopped after %zu operations", reps * p, m, p, reps,
+                    dh_prof_builder_nops(dh__pr.b));
+            return;
+        }
+    }
+}
+
 uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
                         int stream_ordinal, int64_t dep)
 {
+    if (dh__pr.stopped || dh__pr.failed)
+        return 0;
     if (!dh__pr.max)
         dh__pr.max = (size_t)dh_config()->profile_ops;
-    if (dh__pr.n >= dh__pr.max) {
-        if (!dh__pr.full_warned++)
-            DH_WARN(SCHED, "profile: %zu operations recorded (DHELIX_PROFILE_OPS); later ones "
-                    "run unrecorded", dh__pr.n);
+    if (!dh__pr.b && !(dh__pr.b = dh_prof_builder_new())) {
+        dh__pr.failed = 1;
         return 0;
     }
-    if (dh__pr.n == dh__pr.cap) {
-        size_t cap = dh__pr.cap ? dh__pr.cap * 2 : 4096;
-        dh_prof_op_t *o = realloc(dh__pr.ops, cap * sizeof *o);
-        if (!o)
-            return 0;
-        dh__pr.ops = o;
-        dh__pr.cap = cap;
+    size_t i = dh_prof_builder_nops(dh__pr.b);
+    if (i >= dh__pr.max) {
+        if (!dh__pr.full_warned++)
+            DH_WARN(SCHED, "profile: %zu operations recorded (DHELIX_PROFILE_OPS) and no "
+                    "iteration repeated yet; later ones run unrecorded", i);
+        return 0;
     }
-    size_t i = dh__pr.n;
     if (!dh__ev_chunks[i / DH__EV_CHUNK] &&
         !(dh__ev_chunks[i / DH__EV_CHUNK] = calloc(DH__EV_CHUNK, sizeof(dh__prec_t))))
         return 0;
-    dh__pr.n++;
-    dh_prof_op_t *r = &dh__pr.ops[i];
-    memset(r, 0, sizeof *r);
-    r->thread = (uint32_t)op->thread;
-    r->stream = (uint32_t)stream_ordinal;
-    snprintf(r->kind, sizeof r->kind, "%s", dh_op_kind_name(op->kind));
-    r->cls = (dh_opclass_t)d->cls;
-    r->sig = d->sig;
-    r->shape = d->shape;
-    snprintf(r->name, sizeof r->name, "%s", d->name);
-    r->comm = dh__comm_index(d->comm);
-    r->bytes = d->bytes;
-    r->flops = d->flops;
-    r->us = r->start_us = -1;
-    r->mem = op->kind == DH_OP_FREE_ASYNC ? -(int64_t)op->free_bytes : mem;
-    r->sync_before = dh__pr.pending_sync;
-    r->dep1 = dep >= 0 && (uint64_t)dep < i ? dep + 1 : 0;
+    dh_prof_op_t r;
+    memset(&r, 0, sizeof r);
+    r.thread = (uint32_t)op->thread;
+    r.stream = (uint32_t)stream_ordinal;
+    snprintf(r.kind, sizeof r.kind, "%s", dh_op_kind_name(op->kind));
+    r.cls = (dh_opclass_t)d->cls;
+    r.sig = d->sig;
+    r.shape = d->shape;
+    snprintf(r.name, sizeof r.name, "%s", d->name);
+    r.comm = dh__comm_index(d->comm);
+    r.bytes = d->bytes;
+    r.flops = d->flops;
+    r.us = r.start_us = -1;
+    r.mem = op->kind == DH_OP_FREE_ASYNC ? -(int64_t)op->free_bytes : mem;
+    r.sync_before = dh__pr.pending_sync;
+    r.dep1 = dep >= 0 && (uint64_t)dep < i ? dep + 1 : 0;
+    if (dh_prof_builder_add(dh__pr.b, &r) != DH_OK) {
+        dh__pr.failed = 1;
+        DH_WARN(SCHED, "profile: out of memory after %zu operations; later ones run "
+                "unrecorded", i);
+        return 0;
+    }
+    if (i == 0 || r.sync_before) {
+        dh__close_segment();
+        dh__pr.seg_h = 0xcbf29ce484222325ull;
+        dh__pr.seg_sig = r.sig;
+    }
+    dh__pr.seg_h = dh__fnv(dh__fnv(dh__pr.seg_h, r.sig), r.thread);
+    dh__pr.seg_n++;
     dh__pr.pending_sync = 0;
     return i + 1;
 }
 
-void dh_prof_sync(void) { dh__pr.pending_sync = 1; }
+void dh_prof_sync(void)
+{
+    if (dh__pr.stopped)
+        return;
+    dh__pr.pending_sync = 1;
+    dh__close_segment();
+}
 
 void dh_prof_bracket(uint64_t idx1, cudaStream_t s, int begin)
 {
@@ -133,15 +211,15 @@ void dh_prof_bracket(uint64_t idx1, cudaStream_t s, int begin)
 }
 
 /* Device times relative to the first recorded start. */
-static void dh__harvest(void)
+static void dh__harvest(size_t n)
 {
     const dh_real_t *R = dh_real();
     cudaEvent_t ref = NULL;
-    for (size_t i = 0; i < dh__pr.n && !ref; i++)
+    for (size_t i = 0; i < n && !ref; i++)
         ref = dh__ev_at(i)->ev[0];
     if (!ref)
         return;
-    for (size_t i = 0; i < dh__pr.n; i++) {
+    for (size_t i = 0; i < n; i++) {
         dh__prec_t *e = dh__ev_at(i);
         if (!e->ev[0] || !e->ev[1])
             continue;
@@ -149,18 +227,20 @@ static void dh__harvest(void)
         float a = 0, b = 0;
         if (R->cudaEventSynchronize(e->ev[1]) == cudaSuccess &&
             R->cudaEventElapsedTime(&a, ref, e->ev[0]) == cudaSuccess &&
-            R->cudaEventElapsedTime(&b, e->ev[0], e->ev[1]) == cudaSuccess) {
-            dh__pr.ops[i].start_us = a * 1000.0;
-            dh__pr.ops[i].us = b * 1000.0;
-        }
+            R->cudaEventElapsedTime(&b, e->ev[0], e->ev[1]) == cudaSuccess)
+            dh_prof_builder_time(dh__pr.b, i, b * 1000.0, a * 1000.0);
     }
-    for (size_t i = 0; i < dh__pr.n; i++)
+    for (size_t i = 0; i < n; i++)
         for (int k = 0; k < 2; k++)
             if (dh__ev_at(i)->ev[k])
                 R->cudaEventDestroy(dh__ev_at(i)->ev[k]);
 }
 
-static void dh__write_trace(const char *path, int rank)
+/* The trace holds the last DH__TRACE_OPS recorded ops at most: the steady state, at a size
+ * a trace viewer opens. */
+#define DH__TRACE_OPS 200000
+
+static void dh__write_trace(const char *path, int rank, size_t n)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
@@ -169,9 +249,10 @@ static void dh__write_trace(const char *path, int rank)
     }
     fprintf(f, "{\"traceEvents\":[\n");
     int first = 1;
-    for (size_t i = 0; i < dh__pr.n; i++) {
-        const dh_prof_op_t *o = &dh__pr.ops[i];
-        if (o->us < 0)
+    for (size_t i = n > DH__TRACE_OPS ? n - DH__TRACE_OPS : 0; i < n; i++) {
+        double us, start_us;
+        const dh_prof_op_t *o = dh_prof_builder_op(dh__pr.b, i, &us, &start_us);
+        if (us < 0)
             continue;
         fprintf(f, "%s{\"name\":\"", first ? "" : ",\n");
         for (const char *c = o->name; *c; c++)
@@ -181,7 +262,7 @@ static void dh__write_trace(const char *path, int rank)
                 fputc(*c, f);
         fprintf(f, "\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,"
                    "\"tid\":%u,\"args\":{\"op\":%zu,\"thread\":%u,\"kind\":\"%s\"}}",
-                dh_opclass_name(o->cls), o->start_us, o->us, rank, o->stream, i, o->thread, o->kind);
+                dh_opclass_name(o->cls), start_us, us, rank, o->stream, i, o->thread, o->kind);
         first = 0;
     }
     fprintf(f, "\n],\"displayTimeUnit\":\"ms\"}\n");
@@ -190,9 +271,10 @@ static void dh__write_trace(const char *path, int rank)
 
 void dh_prof_finish(void)
 {
-    if (!dh__pr.n)
+    size_t n = dh__pr.b ? dh_prof_builder_nops(dh__pr.b) : 0;
+    if (!n)
         return;
-    dh__harvest();
+    dh__harvest(n);
     dh_profile_t p = {0};
     p.version = DH_PROFILE_VERSION;
     p.rank = dh_nccl_global_rank();
@@ -205,34 +287,36 @@ void dh_prof_finish(void)
     p.max_connections = mc && atoi(mc) > 0 ? atoi(mc) : 8;
     p.ncomms = dh__pr.ncomms;
     p.comms = dh__pr.comm_info;
-    p.nops = dh__pr.n;
-    p.ops = dh__pr.ops;
-    p.sync_at_end = dh__pr.pending_sync;
+    p.sync_at_end = dh__pr.stopped || dh__pr.pending_sync;
     dh_strbuf_t path = DH_STRBUF_INIT;
     char err[256];
     if (dh_path_expand_self(dh_config()->profile, &path) != DH_OK) {
         DH_ERROR(SCHED, "profile: DHELIX_PROFILE=%s is not a usable path", dh_config()->profile);
-    } else if (dh_profile_save(&p, dh_strbuf_str(&path), err, sizeof err) != DH_OK) {
+    } else if (dh_prof_builder_save(dh__pr.b, &p, dh_strbuf_str(&path), err, sizeof err) !=
+               DH_OK) {
         DH_ERROR(SCHED, "profile: %s", err);
     } else {
         dh_strbuf_t tp = DH_STRBUF_INIT;
         const char *s = dh_strbuf_str(&path);
-        size_t n = strlen(s);
-        if (n > 5 && strcmp(s + n - 5, ".json") == 0)
-            n -= 5;
-        dh_strbuf_append(&tp, s, n);
+        size_t len = strlen(s);
+        if (len > 5 && strcmp(s + len - 5, ".json") == 0)
+            len -= 5;
+        dh_strbuf_append(&tp, s, len);
         dh_strbuf_puts(&tp, ".trace.json");
-        dh__write_trace(dh_strbuf_str(&tp), p.rank < 0 ? 0 : p.rank);
-        DH_INFO(SCHED, "profile: %zu operations written to %s (trace %s)", dh__pr.n, s,
-                dh_strbuf_str(&tp));
+        dh__write_trace(dh_strbuf_str(&tp), p.rank < 0 ? 0 : p.rank, n);
+        DH_INFO(SCHED, "profile: %zu operations (%zu distinct) written to %s (trace %s)", n,
+                dh_prof_builder_ndistinct(dh__pr.b), s, dh_strbuf_str(&tp));
         dh_strbuf_free(&tp);
     }
     dh_strbuf_free(&path);
-    free(dh__pr.ops);
-    dh__pr.ops = NULL;
+    dh_prof_builder_free(dh__pr.b);
+    dh__pr.b = NULL;
     for (size_t c = 0; c < DH__EV_CHUNKS; c++) {
         free(dh__ev_chunks[c]);
         dh__ev_chunks[c] = NULL;
     }
-    dh__pr.n = dh__pr.cap = 0;
+    free(dh__pr.seg_hash);
+    free(dh__pr.seg_first);
+    dh__pr.seg_hash = dh__pr.seg_first = NULL;
+    dh__pr.nsegs = 0;
 }

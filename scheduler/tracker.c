@@ -28,13 +28,14 @@
 typedef enum { DH__T_SEARCH, DH__T_TRACK, DH__T_DESYNC, DH__T_OFF } dh__tstate_t;
 
 static struct {
-    dh_plan_t *plan;                  /* immutable once loaded */
-    const dh_plan_section_t *sec;
+    dh_plan_walk_t *w;                /* this rank's template; immutable once loaded */
+    size_t nops;
+    int ngroups, nphases;
+    uint64_t held_ops, held_bytes;    /* what the plan holds back at most */
     char path[512];
-    size_t *release_after;            /* [nops]: groups complete once op c is consumed */
     /* guarded by dh__s.lock: */
     dh__tstate_t state;
-    size_t cursor;
+    dh_plan_cursor_t cur;             /* the next template op expected */
     uint64_t base, next_group, open_group;
     uint64_t floor1;                  /* strand-1 ops go to groups >= floor1 */
     uint64_t pair_stamp;              /* allocation stamp when the current pair began */
@@ -65,49 +66,63 @@ int dh_tracker_load(const char *path)
     }
     int world = dh_nccl_world_size(), rank = dh_nccl_global_rank();
     const char *layout = dh_config()->layout;
+    const dh_plan_section_t *s = NULL;
     if (p->world > 0 && world > 0 && p->world != world) {
         DH_ERROR(PLAN, "%s: the plan is for %d ranks and this job has %d (another parallel "
                  "layout); running passthrough", path, p->world, world);
     } else if (p->layout[0] && layout[0] && strcmp(p->layout, layout) != 0) {
         DH_ERROR(PLAN, "%s: the plan is for layout %s and DHELIX_LAYOUT is %s; running "
                  "passthrough", path, p->layout, layout);
-    } else if (!(dh__t.sec = dh_plan_section_for(p, rank < 0 ? 0 : rank))) {
+    } else if (!(s = dh_plan_section_for(p, rank < 0 ? 0 : rank))) {
         DH_ERROR(PLAN, "%s: no section of the plan is for rank %d; running passthrough", path,
                  rank < 0 ? 0 : rank);
-    } else if (dh__t.sec->nops == 0 || dh__t.sec->ngroups == 0) {
+    } else if (s->nops == 0 || s->ngroups == 0) {
         DH_ERROR(PLAN, "%s: the plan's template for rank %d is empty; running passthrough",
                  path, rank < 0 ? 0 : rank);
-        dh__t.sec = NULL;
+    } else if (!(dh__t.w = dh_plan_walk_new(s))) {
+        DH_ERROR(PLAN, "%s: out of memory; running passthrough", path);
     } else {
-        const dh_plan_section_t *s = dh__t.sec;
-        size_t *ra = dh_plan_release_marks(s);
-        dh__t.refuted = calloc((size_t)s->nphases + 1, 1);
-        if (!ra || !dh__t.refuted) {
-            free(ra);
-            free(dh__t.refuted);
-            dh__t.refuted = NULL;
-            dh__t.sec = NULL;
+        /* The walker holds each repeated block once: the plan itself is not kept. The
+         * probe's refuted phases are the first repetition's (a block's repetitions are the
+         * same pair: refuting one refutes all). */
+        dh__t.nops = s->nops;
+        dh__t.ngroups = s->ngroups;
+        dh__t.nphases = s->nphases;
+        dh__t.held_ops = (uint64_t)s->held_ops;
+        dh__t.held_bytes = (uint64_t)s->held_free_bytes;
+        free(dh__t.refuted);
+        if (!(dh__t.refuted = calloc((size_t)s->nphases + 1, 1))) {
+            dh_plan_walk_free(dh__t.w);
+            dh__t.w = NULL;
             dh_plan_free(p);
             DH_ERROR(PLAN, "%s: out of memory; running passthrough", path);
             return -1;
         }
-        dh__t.release_after = ra;
-        dh__t.plan = p;
         dh__t.state = DH__T_SEARCH;
         dh__t.first_op = 1;
-        DH_INFO(PLAN, "%s: rank %d, template of %zu ops in %d groups, predicted %.3f ms -> "
-                "%.3f ms per iteration", path, rank, s->nops, s->ngroups, s->baseline_us / 1e3,
-                s->si_us / 1e3);
+        DH_INFO(PLAN, "%s: rank %d, template of %zu ops in %d groups (%d blocks, %zu bytes "
+                "held), predicted %.3f ms -> %.3f ms per iteration", path, rank, s->nops,
+                s->ngroups, dh_plan_walk_nblocks(dh__t.w), dh_plan_walk_bytes(dh__t.w),
+                s->baseline_us / 1e3, s->si_us / 1e3);
+        dh_plan_free(p);
         return 0;
     }
-    dh__t.sec = NULL;
     dh_plan_free(p);
     return -1;
 }
 
-static int dh__match(size_t c, const dh_op_desc_t *d)
+static const dh_plan_cursor_t dh__first;  /* template op 0 */
+
+static const dh_plan_op_t *dh__op_at(const dh_plan_cursor_t *p)
 {
-    const dh_plan_op_t *t = &dh__t.sec->ops[c];
+    dh_plan_here_t h;
+    dh_plan_walk_at(dh__t.w, p, &h);
+    return h.op;
+}
+
+static int dh__match(const dh_plan_cursor_t *p, const dh_op_desc_t *d)
+{
+    const dh_plan_op_t *t = dh__op_at(p);
     return t->sig == d->sig && (t->shape_dynamic || t->shape == d->shape);
 }
 
@@ -146,14 +161,21 @@ static void dh__unpaired(dh_op_t *op)
  * strand-b ops waits for all strand-a work before it (the pair runs one after the other,
  * in program order). Decided from program order alone, so every rank decides alike. */
 
-/* The probe's view of template op c (op is its match). Lock held. */
-static void dh__probe(const dh_op_t *op, const dh_op_desc_t *d, size_t c)
+/* The refuted-phase slot of a template op: its phase (the first repetition's, see
+ * dh_tracker_load), or the last slot for an op of no phase. */
+static int dh__unit(const dh_plan_here_t *h)
 {
-    const dh_plan_section_t *s = dh__t.sec;
-    const dh_plan_op_t *t = &s->ops[c];
-    int p = t->phase; /* -1 only in a plan without phases (plan_check.c) */
-    if (t->strand == 0) {
-        if (p >= 0 && s->phases[p].paired_with >= 0 && p != dh__t.probe_src) {
+    return h->phase >= 0 && h->phase < dh__t.nphases ? h->phase : dh__t.nphases;
+}
+
+/* The probe's view of template op c (op is its match, h where the walker finds it). Lock
+ * held. */
+static void dh__probe(const dh_op_t *op, const dh_op_desc_t *d, const dh_plan_here_t *h,
+                      size_t c)
+{
+    int p = h->phase; /* -1 only in a plan without phases (plan_check.c) */
+    if (h->op->strand == 0) {
+        if (p >= 0 && h->paired_with >= 0 && p != dh__t.probe_src) {
             dh__t.probe_src = p;
             dh_deps_taint_reset(&dh__t.probe_pair, dh_sched_stamp());
         }
@@ -162,12 +184,12 @@ static void dh__probe(const dh_op_t *op, const dh_op_desc_t *d, size_t c)
         dh_deps_taint_add(&dh__t.probe_iter, op);
         return;
     }
-    int unit = p >= 0 ? p : s->nphases;
+    int unit = dh__unit(h);
     if (dh__t.refuted[unit])
         return;
     /* Paired with the strand-a phase just seen, as the planner writes it; any other layout
-     * is checked against all of the iteration's strand-a work. */
-    int pw = p >= 0 ? s->phases[p].paired_with : -1;
+     * (a pair across blocks) is checked against all of the iteration's strand-a work. */
+    int pw = p >= 0 ? h->paired_with : -1;
     const dh_deps_taint_t *src = pw >= 0 && pw == dh__t.probe_src ? &dh__t.probe_pair
                                                                   : &dh__t.probe_iter;
     /* An op that may touch anything shows no dependency: deps.c orders it alone. */
@@ -213,27 +235,25 @@ static void dh__after_strand_a(dh_op_t *op)
  * strand can join it), else 0. */
 static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
 {
-    const dh_plan_section_t *s = dh__t.sec;
-    size_t c = dh__t.cursor;
-    if (c == 0) {
+    if (dh__t.cur.c == 0) {
         /* Tensors made from here on belong to this iteration's micro-batches (op.h). */
         atomic_store_explicit(&dh__s.young_from, dh_sched_stamp(), memory_order_relaxed);
         dh__t.new_iter = 1;
         dh__t.open = 0;
         dh__t.base = dh__t.next_group;
-        dh__t.next_group += (uint64_t)s->ngroups;
+        dh__t.next_group += (uint64_t)dh__t.ngroups;
         dh__t.probing = !dh__t.checked;
         dh__t.probe_src = -1;
         dh_deps_taint_reset(&dh__t.probe_iter, dh_sched_stamp());
     }
+    dh_plan_here_t h;
+    dh_plan_walk_at(dh__t.w, &dh__t.cur, &h);
     /* The first op of a paired backward phase starts a pair. */
-    const dh_plan_phase_t *ph = s->ops[c].phase >= 0 && s->ops[c].phase < s->nphases
-                                    ? &s->phases[s->ops[c].phase] : NULL;
-    if (ph && ph->first == c && ph->kind == 'B' && ph->paired_with >= 0)
+    if (h.starts_paired_b)
         dh__t.pair_stamp = dh_sched_stamp();
     if (dh__t.probing) {
         /* Program order on one strand, released as it comes, like unmatched work. */
-        dh__probe(op, d, c);
+        dh__probe(op, d, &h, dh__t.cur.c);
         if (!dh__t.open) {
             dh__t.open_group = dh__t.next_group++;
             dh__t.open = 1;
@@ -243,18 +263,18 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
         op->group = dh__t.open_group;
         dh__set_release(dh__t.open_group + 1);
         dh__t.st.matched_ops++;
-        if (++dh__t.cursor == s->nops) {
-            dh__t.cursor = 0;
+        dh_plan_walk_next(dh__t.w, &dh__t.cur);
+        if (dh__t.cur.c == 0) {
             dh__t.st.iterations++;
             dh__t.iters_tracked++;
             dh__probe_done();
         }
         return 0;
     }
-    op->strand = s->ops[c].strand;
-    op->lgroup = s->ops[c].group;
-    op->group = dh__t.base + (uint64_t)s->ops[c].group;
-    if (op->strand == 1 && dh__t.refuted[ph ? s->ops[c].phase : s->nphases])
+    op->strand = h.op->strand;
+    op->lgroup = h.group;
+    op->group = dh__t.base + (uint64_t)h.group;
+    if (op->strand == 1 && dh__t.refuted[dh__unit(&h)])
         dh__after_strand_a(op);
     if (op->strand == 1 && op->group < dh__t.floor1) {
         /* Behind a strand-1 op that was moved after strand-0 work it depends on: same
@@ -262,12 +282,11 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
         op->group = dh__t.floor1;
         op->after0 = 1;
     }
-    dh__set_release(dh__t.base + dh__t.release_after[c]);
-    const dh_plan_group_t *g = &s->groups[s->ops[c].group];
-    int out = !op->after0 && (g->a_n == 0 || g->b_n == 0) && dh__s.release == op->group ? 2 : 0;
+    dh__set_release(dh__t.base + h.release);
+    int out = !op->after0 && h.single_strand && dh__s.release == op->group ? 2 : 0;
     dh__t.st.matched_ops++;
-    if (++dh__t.cursor == s->nops) {
-        dh__t.cursor = 0;
+    dh_plan_walk_next(dh__t.w, &dh__t.cur);
+    if (dh__t.cur.c == 0) {
         dh__t.st.iterations++;
         dh__t.iters_tracked++;
     }
@@ -276,17 +295,17 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
 
 static void dh__note_desync(const dh_op_desc_t *d, const dh_op_t *op)
 {
-    const dh_plan_op_t *t = &dh__t.sec->ops[dh__t.cursor];
+    const dh_plan_op_t *t = dh__op_at(&dh__t.cur);
     snprintf(dh__t_report, sizeof dh__t_report,
              "%.300s: desync at op %zu of the template (iteration %llu): expected %s '%s', got %s "
-             "'%s'", dh__t.path, dh__t.cursor, (unsigned long long)dh__t.st.iterations, t->kind,
+             "'%s'", dh__t.path, dh__t.cur.c, (unsigned long long)dh__t.st.iterations, t->kind,
              t->name, dh_op_kind_name(op->kind), d->name);
 }
 
 void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
 {
     *flush = 0;
-    if (!dh__t.sec || dh__t.state == DH__T_OFF) {
+    if (!dh__t.w || dh__t.state == DH__T_OFF) {
         dh__unpaired(op);
         return;
     }
@@ -295,7 +314,7 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
     dh__t.sync_seen = 0;
     dh__t.first_op = 0;
     if (dh__t.state == DH__T_TRACK) {
-        if (dh__match(dh__t.cursor, d)) {
+        if (dh__match(&dh__t.cur, d)) {
             *flush = dh__take(op, d);
             return;
         }
@@ -304,7 +323,7 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         /* At an iteration boundary the program may simply have left the loop (evaluation,
          * cleanup), and a first iteration may differ from the steady state (lazy set-up):
          * only a mismatch inside an iteration after a matched one is a desync. */
-        if (dh__t.cursor > 0 && dh__t.iters_tracked > 0) {
+        if (dh__t.cur.c > 0 && dh__t.iters_tracked > 0) {
             if (!dh__t.warned_episode) {
                 dh__note_desync(d, op);
                 dh__t.warned_episode = 1;
@@ -313,16 +332,16 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
             dh__t.state = DH__T_DESYNC;
         } else {
             DH_INFO(PLAN, "op %zu of the template does not match in the first iteration "
-                    "followed (%s '%s'); looking for the next iteration boundary", dh__t.cursor,
+                    "followed (%s '%s'); looking for the next iteration boundary", dh__t.cur.c,
                     dh_op_kind_name(op->kind), d->name);
             dh__t.state = DH__T_SEARCH;
         }
-        dh__t.cursor = 0;
+        dh__t.cur = dh__first;
         dh__t.iters_tracked = 0;
     }
     DH_DEBUG(PLAN, "searching: %s '%s' sig %016llx%s", dh_op_kind_name(op->kind), d->name,
              (unsigned long long)d->sig, boundary ? " (after a synchronisation)" : "");
-    if (boundary && dh__match(0, d)) {
+    if (boundary && dh__match(&dh__first, d)) {
         if (dh__t.state == DH__T_DESYNC)
             dh__t.st.resyncs++;
         DH_INFO(PLAN, "following the plan from op %llu of the program (%llu unmatched before)",
@@ -335,12 +354,12 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         return;
     }
     dh__unpaired(op);
-    if (dh__t.st.iterations == 0 && ++dh__t.searched > 3 * dh__t.sec->nops + 64) {
-        const dh_plan_op_t *t0 = &dh__t.sec->ops[0];
+    if (dh__t.st.iterations == 0 && ++dh__t.searched > 3 * dh__t.nops + 64) {
+        const dh_plan_op_t *t0 = dh__op_at(&dh__first);
         snprintf(dh__t_report, sizeof dh__t_report,
                  "!%.300s: this program does not match the plan (no iteration of its %zu-op "
                  "template matched in %llu operations; it starts with %s '%s'): a plan for "
-                 "another model or another parallel layout? running passthrough", dh__t.path, dh__t.sec->nops,
+                 "another model or another parallel layout? running passthrough", dh__t.path, dh__t.nops,
                  (unsigned long long)dh__t.searched, t0->kind, t0->name);
         dh__t.state = DH__T_OFF;
     }
@@ -348,17 +367,17 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
 
 int dh_tracker_predict_strand(void)
 {
-    if (!dh__t.sec || dh__t.state != DH__T_TRACK)
+    if (!dh__t.w || dh__t.state != DH__T_TRACK)
         return 0;
-    return dh__t.sec->ops[dh__t.cursor].strand;
+    return dh__op_at(&dh__t.cur)->strand;
 }
 
 void dh_tracker_planned_hold(uint64_t *ops, uint64_t *bytes)
 {
     *ops = *bytes = 0;
-    if (dh__t.sec && dh__t.state == DH__T_TRACK) {
-        *ops = (uint64_t)dh__t.sec->held_ops;
-        *bytes = (uint64_t)dh__t.sec->held_free_bytes;
+    if (dh__t.w && dh__t.state == DH__T_TRACK) {
+        *ops = dh__t.held_ops;
+        *bytes = dh__t.held_bytes;
     }
 }
 
@@ -389,9 +408,9 @@ void dh_tracker_sync(void)
 
 const char *dh_tracker_order(int lgroup)
 {
-    if (!dh__t.sec || lgroup < 0 || lgroup >= dh__t.sec->ngroups)
+    if (!dh__t.w)
         return NULL;
-    return dh__t.sec->groups[lgroup].order;
+    return dh_plan_walk_order(dh__t.w, lgroup);
 }
 
 void dh_tracker_stats(dh_tracker_stats_t *out) { *out = dh__t.st; }
@@ -454,9 +473,9 @@ void dh_tracker_report(void)
 void dh_tracker_finish(void)
 {
     pthread_mutex_lock(&dh__s.lock);
-    int never = dh__t.sec && dh__t.st.iterations == 0 && dh__t.state != DH__T_OFF &&
+    int never = dh__t.w && dh__t.st.iterations == 0 && dh__t.state != DH__T_OFF &&
                 dh__t.st.unmatched_ops > 0;
-    size_t nops = dh__t.sec ? dh__t.sec->nops : 0;
+    size_t nops = dh__t.w ? dh__t.nops : 0;
     unsigned long long seen = (unsigned long long)dh__t.st.unmatched_ops;
     dh__t.state = DH__T_OFF;
     pthread_mutex_unlock(&dh__s.lock);

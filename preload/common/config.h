@@ -100,8 +100,13 @@ typedef enum dh_cfg_kind {
       "file path; `%h` host, `%p` pid, `%r` rank", 0, 0,                                    \
       "File that profile mode writes at exit (docs/plan-format.md), with a Chrome trace "   \
       "beside it (`.trace.json`).")                                                         \
-    X(PROFILE_OPS, profile_ops, INT, "200000", NULL, 1000, 10000000,                        \
-      "Most operations profile mode records; later ones run unrecorded.")                   \
+    X(PROFILE_OPS, profile_ops, INT, "4000000", NULL, 1000, 10000000,                       \
+      "Most operations profile mode records if no iteration has repeated by then (it stops " \
+      "by itself once one has); later ones run unrecorded.")                                 \
+    X(PROFILE_STOP, profile_stop, BOOL, "1", NULL, 0, 0,                                    \
+      "Whether profile mode stops recording once an iteration has repeated (what the "       \
+      "planner needs); 0 records until exit or DHELIX_PROFILE_OPS, for a profile to cut or "  \
+      "inspect.")                                                                           \
     X(COMM_KERNELS, comm_kernels, STR, "wl_emu_comm*",                                      \
       "comma list of kernel-name globs", 0, 0,                                              \
       "Kernels that stand for communication (an emulated collective, a custom all-reduce "  \

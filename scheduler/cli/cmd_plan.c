@@ -181,16 +181,38 @@ static int dh__on_pinned(void *ctx, const dh_prof_comm_t *c)
     return !dh_policy_decide(&cb->policy, c->name, role, c->nranks, &term);
 }
 
-static int dh__plan_print(const dh_plan_t *plan, const dh__plan_args_t *a)
+/* This process's peak resident memory in MiB (VmHWM: of this program alone, unlike
+ * getrusage, which counts the process it was forked from), -1 unknown. */
+static double dh__peak_rss_mib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    double kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmHWM:", 6) == 0)
+            kib = strtod(line + 6, NULL);
+    if (f)
+        fclose(f);
+    return kib < 0 ? -1 : kib / 1024.0;
+}
+
+static int dh__plan_print(const dh_plan_t *plan, const dh__plan_args_t *a, double wall_s)
 {
     dh_table_t *t = NULL;
-    char secs[32];
+    char secs[32], wall[32], rss[32];
     snprintf(secs, sizeof(secs), "%.3f", plan->planning_s);
+    snprintf(wall, sizeof(wall), "%.3f", wall_s);
+    snprintf(rss, sizeof(rss), "%.1f", dh__peak_rss_mib());
     dh_status_t st = dh__cli_summary(plan, &t);
     if (st == DH_OK)
         st = dh_table_meta(t, "file", DH_CELL_STR, a->out);
     if (st == DH_OK)
         st = dh_table_meta(t, "planning_s", DH_CELL_NUM, secs);
+    /* reading the profiles, planning and writing the plan */
+    if (st == DH_OK)
+        st = dh_table_meta(t, "wall_s", DH_CELL_NUM, wall);
+    if (st == DH_OK)
+        st = dh_table_meta(t, "peak_rss_mib", DH_CELL_NUM, rss);
     if (st == DH_OK)
         st = dh__cli_print_table(t, a->json ? DH_FMT_JSON : DH_FMT_TEXT);
     dh_table_free(t);
@@ -219,6 +241,11 @@ static int dh__plan_run(const dh__plan_args_t *a, dh__plan_cb_t *cb)
         dh__on_progress(cb, what, (size_t)k, (size_t)a->nprofiles);
         if (dh_profile_load(a->profiles[k], &prof[k], err, sizeof(err)) != DH_OK)
             goto out;
+        /* Two iterations are all the planner reads: the next profile loads into the memory
+         * the others no longer hold. A profile with no iteration stays whole, and the
+         * planner reports it. */
+        char ignored[8];
+        dh_profile_trim(prof[k], 2, a->profiles[k], ignored, sizeof(ignored));
     }
     dh_plan_opts_t o;
     dh_plan_opts_init(&o);
@@ -239,7 +266,7 @@ static int dh__plan_run(const dh__plan_args_t *a, dh__plan_cb_t *cb)
         goto out;
     if (dh_plan_save(plan, a->out, err, sizeof(err)) != DH_OK)
         goto out;
-    rc = dh__plan_print(plan, a);
+    rc = dh__plan_print(plan, a, dh__mono() - cb->t0);
     err[0] = '\0';
 out:
     if (rc != DH_EXIT_OK && err[0])

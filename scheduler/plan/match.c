@@ -13,14 +13,17 @@
 
 /* The frontier: v[k + off] is the furthest x on diagonal k = x - y, for |k| <= max edits. */
 
+/* Row d of the recorded frontiers holds diagonals -d-1..d+1 (2d + 3 entries, what step d
+ * reads) and starts at d^2 + 2d: the trace grows with D^2, not with D times the bound. */
+static size_t dh__row(long d) { return (size_t)(d * d + 2 * d); }
+
 /* Walks the recorded frontiers back from (na, nb): matched pairs on the diagonals, -1 for
- * ops of b that a lacks. trace[d] is the frontier before step d. */
-static void dh__backtrack(size_t na, size_t nb, const long *trace, size_t width, long off,
-                          long d, long *match)
+ * ops of b that a lacks. Row d of trace is the frontier before step d. */
+static void dh__backtrack(size_t na, size_t nb, const long *trace, long d, long *match)
 {
     long x = (long)na, y = (long)nb;
     for (; d > 0; d--) {
-        const long *v = trace + (size_t)d * width + off;
+        const long *v = trace + dh__row(d) + d + 1;
         long k = x - y;
         long pk = k == -d || (k != d && v[k - 1] < v[k + 1]) ? k + 1 : k - 1;
         long px = v[pk], py = px - pk;
@@ -49,7 +52,7 @@ long dh__match_sigs(const uint64_t *a, size_t na, const uint64_t *b, size_t nb,
     size_t width = 2 * max_edits + 3;
     long off = (long)max_edits + 1;
     long *frontier = calloc(width, sizeof(*frontier));
-    long *trace = malloc((max_edits + 1) * width * sizeof(*trace));
+    long *trace = malloc(dh__row((long)max_edits + 1) * sizeof(*trace));
     if (frontier == NULL || trace == NULL) {
         free(frontier);
         free(trace);
@@ -57,7 +60,7 @@ long dh__match_sigs(const uint64_t *a, size_t na, const uint64_t *b, size_t nb,
     }
     long *v = frontier + off, found = -1;
     for (long d = 0; d <= (long)max_edits && found < 0; d++) {
-        memcpy(trace + (size_t)d * width, frontier, width * sizeof(*frontier));
+        memcpy(trace + dh__row(d), v - d - 1, (size_t)(2 * d + 3) * sizeof(*frontier));
         for (long k = -d; k <= d; k += 2) {
             long x = k == -d || (k != d && v[k - 1] < v[k + 1]) ? v[k + 1] : v[k - 1] + 1;
             long y = x - k;
@@ -77,7 +80,7 @@ long dh__match_sigs(const uint64_t *a, size_t na, const uint64_t *b, size_t nb,
         }
     }
     if (found >= 0)
-        dh__backtrack(na, nb, trace, width, off, found, match);
+        dh__backtrack(na, nb, trace, found, match);
     free(frontier);
     free(trace);
     return found;
@@ -110,7 +113,8 @@ static uint64_t *dh__sigs(const dh__tmpl_t *t)
 static int dh__mirror_one(const dh__tmpl_t *const *tmpl, int r, int k, dh__mirror_t *m)
 {
     size_t nr = tmpl[r]->it.n, n = tmpl[k]->it.n;
-    size_t most = DH__MIRROR_EDITS + (nr + n) / DH__MIRROR_PER_EDIT;
+    size_t most = (nr + n) / DH__MIRROR_PER_EDIT;
+    most = DH__MIRROR_EDITS + (most < DH__MIRROR_MAX_PER_EDIT ? most : DH__MIRROR_MAX_PER_EDIT);
     uint64_t *a = dh__sigs(tmpl[r]), *b = dh__sigs(tmpl[k]);
     long *match = malloc((n ? n : 1) * sizeof(*match));
     uint8_t *seen = calloc(nr ? nr : 1, 1);

@@ -120,6 +120,17 @@ dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
                                       dh_iteration_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
+    if (p->trimmed_n > 0 && p->nops % p->trimmed_n == 0 && p->nops / p->trimmed_n >= 2) {
+        /* Trimmed to whole repetitions of the iteration found in the whole profile: looking
+         * again in what is left could take a shorter period for it (two micro-batches alike
+         * at the end of an iteration that starts inside a forward). */
+        size_t per_seg = 0;
+        for (size_t i = 0; i < p->trimmed_n; i++)
+            per_seg += i == 0 || p->ops[i].sync_before;
+        *out = (dh_iteration_t){p->nops - p->trimmed_n, p->trimmed_n,
+                                (int)(p->nops / p->trimmed_n), per_seg};
+        return DH_OK;
+    }
     size_t *start = NULL, *z = NULL, nseg = 0;
     uint64_t *hash = NULL, *r = NULL;
     dh_status_t st = dh__segments(p, &start, &hash, &nseg);
@@ -148,6 +159,28 @@ dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
                  p->nops);
         return DH_ERR_NOT_FOUND;
     }
+    return DH_OK;
+}
+
+dh_status_t dh_profile_trim(dh_profile_t *p, int keep, const char *name, char *err,
+                            size_t errlen)
+{
+    dh_iteration_t it;
+    DH_CHECK(dh_profile_find_iteration(p, name, &it, err, errlen));
+    size_t reps = (size_t)(it.reps < keep ? it.reps : keep);
+    size_t lo = it.first - (reps - 1) * it.n, hi = it.first + it.n;
+    if (lo == 0 && hi == p->nops)
+        return DH_OK;
+    /* Iterations start right after a synchronisation: what follows hi starts with one. */
+    p->sync_at_end = hi < p->nops ? p->ops[hi].sync_before : p->sync_at_end;
+    memmove(p->ops, p->ops + lo, (hi - lo) * sizeof(*p->ops));
+    p->nops = hi - lo;
+    p->trimmed_n = it.n;
+    for (size_t i = 0; i < p->nops; i++)
+        p->ops[i].dep1 = p->ops[i].dep1 > (int64_t)lo ? p->ops[i].dep1 - (int64_t)lo : 0;
+    dh_prof_op_t *o = realloc(p->ops, p->nops * sizeof(*p->ops));
+    if (o != NULL)
+        p->ops = o;
     return DH_OK;
 }
 

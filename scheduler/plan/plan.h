@@ -18,8 +18,15 @@
 
 #include "common/status.h"
 
-#define DH_PROFILE_VERSION 1
-#define DH_PLAN_VERSION 1
+/* Profiles: version 2 is the compact form profile mode writes (each distinct op and each
+ * distinct phase once, the program as phase references); version 1, one record per op, is
+ * still read, and written by dh_profile_save. */
+#define DH_PROFILE_VERSION 2
+#define DH_PROFILE_VERSION_FLAT 1
+/* Plans: version 2 writes each section's template as blocks, each written once with a repeat
+ * count (the steady pair of every micro-batch once); version 1, flat, is still read. */
+#define DH_PLAN_VERSION 2
+#define DH_PLAN_VERSION_FLAT 1
 #define DH_PLAN_NAME_MAX 64
 
 /* X(id, name): what an operation is, for the cost model and the legality rules. */
@@ -84,15 +91,45 @@ typedef struct dh_profile {
     size_t nops;
     dh_prof_op_t *ops;
     int sync_at_end;                /* the profile ends right after a host synchronisation */
+    size_t trimmed_n;               /* dh_profile_trim kept whole iterations of this many ops
+                                       (the iteration found before trimming), 0 untrimmed */
 } dh_profile_t;
 
 /* Parse a profile from memory (name is used in messages) or from a file. */
 dh_status_t dh_profile_parse(const char *buf, size_t len, const char *name, dh_profile_t **out,
                              char *err, size_t errlen);
 dh_status_t dh_profile_load(const char *path, dh_profile_t **out, char *err, size_t errlen);
-/* Writes p as JSON (docs/plan-format.md). */
+/* Parsing either version gives the same flat list of ops: a compact profile's ops are its
+ * phases' ops in sequence, with each position's mean device time and each occurrence's own
+ * start. Errors: one line naming the file and the problem (a version other than 1 or 2:
+ * "version 7 is not supported (this shim reads versions 1 to 2)"). */
+/* Writes p as JSON, one record per op (version 1, lossless). */
 dh_status_t dh_profile_save(const dh_profile_t *p, const char *path, char *err, size_t errlen);
+/* Writes p in the compact form (version 2): device times become the means per phase
+ * position, the rest is kept. */
+dh_status_t dh_profile_save_compact(const dh_profile_t *p, const char *path, char *err,
+                                    size_t errlen);
 void dh_profile_free(dh_profile_t *p);
+
+/* A compact profile built one op at a time (profile mode's recorder): it keeps each
+ * distinct op once and, per op, only what varies (40 bytes). Not thread-safe. */
+typedef struct dh_prof_builder dh_prof_builder_t;
+dh_prof_builder_t *dh_prof_builder_new(void); /* NULL out of memory */
+void dh_prof_builder_free(dh_prof_builder_t *b);
+/* Appends op (every field used; dep1 beyond the ops so far is dropped). DH_ERR_NOMEM. */
+dh_status_t dh_prof_builder_add(dh_prof_builder_t *b, const dh_prof_op_t *op);
+/* Sets op i's device duration and start (< 0 unknown). */
+void dh_prof_builder_time(dh_prof_builder_t *b, size_t i, double us, double start_us);
+size_t dh_prof_builder_nops(const dh_prof_builder_t *b);
+size_t dh_prof_builder_ndistinct(const dh_prof_builder_t *b);
+/* Op i's static description (its us, start_us, mem, sync and dep fields are not op i's)
+ * and, when not NULL, its times; NULL when i is out of range. */
+const dh_prof_op_t *dh_prof_builder_op(const dh_prof_builder_t *b, size_t i, double *us,
+                                       double *start_us);
+/* Writes the ops added so far as a version-2 profile with hdr's header fields (rank, world,
+ * layout, host, device, max_connections, comms, sync_at_end). Errors as dh_profile_save. */
+dh_status_t dh_prof_builder_save(const dh_prof_builder_t *b, const dh_profile_t *hdr,
+                                 const char *path, char *err, size_t errlen);
 
 /* ---- plans ---- */
 
@@ -160,6 +197,7 @@ typedef struct dh_plan {
 dh_status_t dh_plan_parse(const char *buf, size_t len, const char *name, dh_plan_t **out,
                           char *err, size_t errlen);
 dh_status_t dh_plan_load(const char *path, dh_plan_t **out, char *err, size_t errlen);
+/* Writes p in version 2, or in version 1 when p was read from a version-1 file. */
 dh_status_t dh_plan_save(const dh_plan_t *p, const char *path, char *err, size_t errlen);
 void dh_plan_free(dh_plan_t *p);
 /* Checks the rules of docs/plan-format.md that JSON types cannot express: every op in
@@ -177,6 +215,41 @@ const dh_plan_section_t *dh_plan_section_for(const dh_plan_t *p, int rank);
  * or before c). Groups go out in order, so this is what may be issued then. Returns a
  * malloc'ed array, NULL out of memory. */
 size_t *dh_plan_release_marks(const dh_plan_section_t *s);
+
+/* A section's template as the runtime walks it: each block of repeated phases (plan
+ * version 2) held once, so that its memory follows the distinct blocks, not the
+ * micro-batches; each step O(1). Built from a checked section, which may be freed after.
+ * Read-only once built: thread-safe for readers. */
+typedef struct dh_plan_walk dh_plan_walk_t;
+/* NULL out of memory, or when s has no op or no group. */
+dh_plan_walk_t *dh_plan_walk_new(const dh_plan_section_t *s);
+void dh_plan_walk_free(dh_plan_walk_t *w);
+size_t dh_plan_walk_nops(const dh_plan_walk_t *w);
+int dh_plan_walk_ngroups(const dh_plan_walk_t *w);
+int dh_plan_walk_nblocks(const dh_plan_walk_t *w);
+size_t dh_plan_walk_bytes(const dh_plan_walk_t *w);   /* memory it holds */
+
+/* A position in the template: c the op (0..nops-1); b, r, k where the walker finds it.
+ * All zero is op 0. */
+typedef struct dh_plan_cursor {
+    size_t c, b, r, k;
+} dh_plan_cursor_t;
+/* The next op, back to op 0 after the last. */
+void dh_plan_walk_next(const dh_plan_walk_t *w, dh_plan_cursor_t *p);
+
+typedef struct dh_plan_here {
+    const dh_plan_op_t *op;         /* sig, shape, shape_dynamic, kind, name, strand, us
+                                       (its phase and group fields are not the template's) */
+    int group;                      /* the op's template group */
+    size_t release;                 /* leading groups complete once this op has arrived */
+    int single_strand;              /* its group has ops of one strand only */
+    int starts_paired_b;            /* first op of a backward phase paired with a forward */
+    int phase;                      /* its phase in the block's first repetition, -1 none */
+    int paired_with;                /* that phase's pair (the same numbering), -1 none */
+} dh_plan_here_t;
+void dh_plan_walk_at(const dh_plan_walk_t *w, const dh_plan_cursor_t *p, dh_plan_here_t *out);
+/* The issue order of template group g, NULL when there is none. O(log blocks). */
+const char *dh_plan_walk_order(const dh_plan_walk_t *w, int group);
 
 /* The signature fingerprint of a template (FNV-1a over the sigs). */
 uint64_t dh_plan_fingerprint(const dh_plan_op_t *ops, size_t n);

@@ -232,9 +232,10 @@ dh_status_t dh_plan_check(const dh_plan_t *p, const char *name, char *err, size_
         dh__errf(err, errlen, r.file, "no plan");
         return DH_ERR_INVALID;
     }
-    if (p->version != DH_PLAN_VERSION) {
-        dh__errf(err, errlen, r.file, "version %d is not supported (this shim reads version %d)",
-                 p->version, DH_PLAN_VERSION);
+    if (p->version < DH_PLAN_VERSION_FLAT || p->version > DH_PLAN_VERSION) {
+        dh__errf(err, errlen, r.file,
+                 "version %d is not supported (this shim reads versions %d to %d)", p->version,
+                 DH_PLAN_VERSION_FLAT, DH_PLAN_VERSION);
         return DH_ERR_UNSUPPORTED;
     }
     if (p->nsections < 1 || p->sections == NULL || p->nsections > (int)DH__MAX_SECTIONS) {

@@ -59,6 +59,9 @@ dh_status_t dh__jparse(const dh__jr_t *r, const char *buf, size_t len, json_t **
 /* Checks "format" and "version" of a parsed root object against the expected ones. */
 dh_status_t dh__jcheck_header(const dh__jr_t *r, json_t *root, const char *format,
                               int version, const char *reader);
+/* The same for a reader of versions vmin..vmax; *version (may be NULL) gets the file's. */
+dh_status_t dh__jcheck_versions(const dh__jr_t *r, json_t *root, const char *format, int vmin,
+                                int vmax, const char *reader, int *version);
 
 /* Member getters. A missing member: required -> error "<path> has no key \"k\"";
  * otherwise the default is stored and DH_OK returned. A null member counts as missing
@@ -106,10 +109,66 @@ void dh__json_num(dh_strbuf_t *b, double v);
 uint64_t dh__fnv_u64(uint64_t h, uint64_t v);
 #define DH__FNV_OFFSET 0xcbf29ce484222325ull
 
+/* One op of a profile's "ops" array (profile_io.c): element i of arr. */
+dh_status_t dh__prof_op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at, size_t i,
+                              int ncomms, dh_prof_op_t *op);
+/* The ops of a compact profile (version 2; profile_read2.c), expanded into p->ops. */
+dh_status_t dh__profile_read2(const dh__jr_t *r, json_t *root, dh_profile_t *p);
+
 /* Frees what a section owns and zeroes it (the section itself is not freed). */
 void dh__plan_section_clear(dh_plan_section_t *s);
-/* Appends p as JSON (docs/plan-format.md). Errors: DH_ERR_NOMEM. */
+/* Appends p as JSON (docs/plan-format.md), in the current version or in the given one.
+ * Errors: DH_ERR_NOMEM. */
 dh_status_t dh__plan_render(const dh_plan_t *p, dh_strbuf_t *b);
+dh_status_t dh__plan_render_version(const dh_plan_t *p, dh_strbuf_t *b, int version);
+
+/* Plan elements (plan_io.c). The parsers read element i of arr, ranges checked against
+ * nops; the writers append one element with its indices made relative: op indices less
+ * op0, phase indices less ph0, group indices less g0, micro-batches less mb0 (-1 stays),
+ * start times less t0. */
+dh_status_t dh__plan_phase_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at,
+                                 size_t i, size_t nops, dh_plan_phase_t *ph);
+dh_status_t dh__plan_op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at, size_t i,
+                              dh_plan_op_t *op);
+dh_status_t dh__plan_group_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at,
+                                 size_t i, size_t nops, dh_plan_group_t *g);
+void dh__plan_phase_json(dh_strbuf_t *b, const dh_plan_phase_t *ph, size_t op0, int ph0, int mb0);
+void dh__plan_op_json(dh_strbuf_t *b, const dh_plan_op_t *op, int ph0, int g0);
+void dh__plan_group_json(dh_strbuf_t *b, const dh_plan_group_t *g, size_t op0, double t0);
+/* A section's keys before its template, and its template in version 1 (flat arrays). */
+void dh__plan_section_head_json(dh_strbuf_t *b, const dh_plan_section_t *s);
+void dh__plan_flat_json(dh_strbuf_t *b, const dh_plan_section_t *s);
+/* A section's "ops", "phases" and "groups" (version 1) into s. */
+dh_status_t dh__plan_flat_parse(const dh__jr_t *r, json_t *o, const dh__jpath_t *at,
+                                dh_plan_section_t *s);
+
+/* A run of whole phases of a section's template and the groups that cover exactly their
+ * ops (plan_blocks.c). */
+typedef struct dh__chunk {
+    size_t op0, op1;
+    int g0, g1, ph0, ph1;
+    int mb0;                        /* the smallest micro-batch of its phases, 0 if none */
+    double t0;                      /* its first group's start */
+} dh__chunk_t;
+
+/* A block: chunk c (its first repetition) and the repeat - 1 chunks after it that repeat it,
+ * each mb_step micro-batches and dt microseconds further. */
+typedef struct dh__blk {
+    dh__chunk_t c;
+    size_t repeat;
+    int mb_step;
+    double dt;
+} dh__blk_t;
+
+/* The blocks of s, in template order, covering it; *out malloc'ed (none when s has no
+ * groups). Errors: DH_ERR_NOMEM. */
+dh_status_t dh__plan_blocks_find(const dh_plan_section_t *s, dh__blk_t **out, int *nout);
+
+/* plan_blocks.c: the template of version 2, as blocks each written once with a repeat
+ * count. Errors: DH_ERR_NOMEM (writer); the reader's as the other readers'. */
+dh_status_t dh__plan_blocks_json(dh_strbuf_t *b, const dh_plan_section_t *s);
+dh_status_t dh__plan_blocks_parse(const dh__jr_t *r, json_t *o, const dh__jpath_t *at,
+                                  dh_plan_section_t *s);
 
 /* Monotonic seconds, for planning_s and progress. */
 double dh__now_s(void);

@@ -9,8 +9,8 @@
 
 /* ---- reading ---- */
 
-static dh_status_t dh__phase_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at,
-                                   size_t i, size_t nops, dh_plan_phase_t *ph)
+dh_status_t dh__plan_phase_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at,
+                                 size_t i, size_t nops, dh_plan_phase_t *ph)
 {
     dh__jpath_t here = DH__JIDX(at, i);
     json_t *o;
@@ -36,8 +36,8 @@ static dh_status_t dh__phase_parse(const dh__jr_t *r, json_t *arr, const dh__jpa
     return DH_OK;
 }
 
-static dh_status_t dh__op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at, size_t i,
-                                dh_plan_op_t *op)
+dh_status_t dh__plan_op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at, size_t i,
+                              dh_plan_op_t *op)
 {
     dh__jpath_t here = DH__JIDX(at, i);
     json_t *o;
@@ -65,8 +65,8 @@ static dh_status_t dh__op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_
     return DH_OK;
 }
 
-static dh_status_t dh__group_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at,
-                                   size_t i, size_t nops, dh_plan_group_t *g)
+dh_status_t dh__plan_group_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at,
+                                 size_t i, size_t nops, dh_plan_group_t *g)
 {
     dh__jpath_t here = DH__JIDX(at, i);
     json_t *o;
@@ -145,7 +145,7 @@ static dh_status_t dh__ranks_parse(const dh__jr_t *r, json_t *o, const dh__jpath
     } while (0)
 
 static dh_status_t dh__section_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at,
-                                     size_t i, dh_plan_section_t *s)
+                                     size_t i, int version, dh_plan_section_t *s)
 {
     dh__jpath_t here = DH__JIDX(at, i);
     json_t *o;
@@ -159,20 +159,28 @@ static dh_status_t dh__section_parse(const dh__jr_t *r, json_t *arr, const dh__j
     DH_CHECK(dh__jnum(r, o, &here, "held_ops", 0, 0, 0, 1e15, &s->held_ops));
     DH_CHECK(dh__jnum(r, o, &here, "held_free_bytes", 0, 0, 0, 1e18, &s->held_free_bytes));
 
+    if (version != DH_PLAN_VERSION_FLAT)
+        return dh__plan_blocks_parse(r, o, &here, s);
+    return dh__plan_flat_parse(r, o, &here, s);
+}
+
+dh_status_t dh__plan_flat_parse(const dh__jr_t *r, json_t *o, const dh__jpath_t *at,
+                                dh_plan_section_t *s)
+{
     /* Ops first: the ranges of phases and groups are checked against their count. */
-    DH__READ_ARRAY(r, o, &here, "ops", 1, DH__MAX_OPS, s->ops, s->nops,
-                   dh__op_parse(r, arr_, &k_, i_, &s->ops[i_]));
-    DH__READ_ARRAY(r, o, &here, "phases", 0, s->nops, s->phases, s->nphases,
-                   dh__phase_parse(r, arr_, &k_, i_, s->nops, &s->phases[i_]));
-    DH__READ_ARRAY(r, o, &here, "groups", 1, s->nops, s->groups, s->ngroups,
-                   dh__group_parse(r, arr_, &k_, i_, s->nops, &s->groups[i_]));
+    DH__READ_ARRAY(r, o, at, "ops", 1, DH__MAX_OPS, s->ops, s->nops,
+                   dh__plan_op_parse(r, arr_, &k_, i_, &s->ops[i_]));
+    DH__READ_ARRAY(r, o, at, "phases", 0, s->nops, s->phases, s->nphases,
+                   dh__plan_phase_parse(r, arr_, &k_, i_, s->nops, &s->phases[i_]));
+    DH__READ_ARRAY(r, o, at, "groups", 1, s->nops, s->groups, s->ngroups,
+                   dh__plan_group_parse(r, arr_, &k_, i_, s->nops, &s->groups[i_]));
     return DH_OK;
 }
 
-static dh_status_t dh__plan_fill(const dh__jr_t *r, json_t *root, dh_plan_t *p)
+static dh_status_t dh__plan_fill(const dh__jr_t *r, json_t *root, int version, dh_plan_t *p)
 {
     long long v;
-    p->version = DH_PLAN_VERSION;
+    p->version = version;
     DH_CHECK(dh__jstr(r, root, NULL, "created_by", 0, "", p->created_by, sizeof(p->created_by)));
     DH_CHECK(dh__jnum(r, root, NULL, "planning_s", 0, 0, 0, 1e9, &p->planning_s));
     DH_CHECK(dh__jint(r, root, NULL, "world", 0, -1, -1, 1 << 24, &v));
@@ -183,7 +191,7 @@ static dh_status_t dh__plan_fill(const dh__jr_t *r, json_t *root, dh_plan_t *p)
                       &p->max_extra_mem_bytes));
     DH__READ_ARRAY(r, root, (const dh__jpath_t *)NULL, "sections", 1, DH__MAX_SECTIONS,
                    p->sections, p->nsections,
-                   dh__section_parse(r, arr_, &k_, i_, &p->sections[i_]));
+                   dh__section_parse(r, arr_, &k_, i_, version, &p->sections[i_]));
     return DH_OK;
 }
 
@@ -196,12 +204,14 @@ dh_status_t dh_plan_parse(const char *buf, size_t len, const char *name, dh_plan
         err[0] = '\0';
     json_t *root;
     DH_CHECK(dh__jparse(&r, buf, len, &root));
-    dh_status_t st = dh__jcheck_header(&r, root, "dhelix-plan", DH_PLAN_VERSION, DH__READER);
+    int version = 0;
+    dh_status_t st = dh__jcheck_versions(&r, root, "dhelix-plan", DH_PLAN_VERSION_FLAT,
+                                         DH_PLAN_VERSION, DH__READER, &version);
     dh_plan_t *p = NULL;
     if (st == DH_OK && (p = calloc(1, sizeof(*p))) == NULL)
         st = DH_ERR_NOMEM;
     if (st == DH_OK)
-        st = dh__plan_fill(&r, root, p);
+        st = dh__plan_fill(&r, root, version, p);
     json_decref(root);
     if (st == DH_ERR_NOMEM)
         dh__errf(err, errlen, r.file, "out of memory");
@@ -285,14 +295,56 @@ const dh_plan_section_t *dh_plan_section_for(const dh_plan_t *p, int rank)
 
 /* ---- writing ---- */
 
-static void dh__section_json(dh_strbuf_t *b, const dh_plan_section_t *s)
+void dh__plan_phase_json(dh_strbuf_t *b, const dh_plan_phase_t *ph, size_t op0, int ph0, int mb0)
+{
+    dh_strbuf_printf(b, "{\"first\": %zu, \"n\": %zu, \"kind\": \"%c\", \"mb\": %d, "
+                        "\"thread\": %u, \"paired_with\": %d}",
+                     ph->first - op0, ph->n, ph->kind, ph->mb >= 0 ? ph->mb - mb0 : -1,
+                     ph->thread, ph->paired_with >= 0 ? ph->paired_with - ph0 : -1);
+}
+
+void dh__plan_op_json(dh_strbuf_t *b, const dh_plan_op_t *op, int ph0, int g0)
 {
     char hex[17], shape[17];
+    dh__hex16(op->sig, hex);
+    dh__hex16(op->shape, shape);
+    dh_strbuf_printf(b, "{\"sig\": \"%s\", \"shape\": ", hex);
+    if (op->shape_dynamic)
+        dh_strbuf_puts(b, "null");
+    else
+        dh_strbuf_printf(b, "\"%s\"", shape);
+    dh_strbuf_puts(b, ", \"k\": ");
+    dh_strbuf_json_str(b, op->kind);
+    dh_strbuf_printf(b, ", \"c\": \"%s\", \"name\": ", dh_opclass_name(op->cls));
+    dh_strbuf_json_str(b, op->name);
+    dh_strbuf_printf(b, ", \"phase\": %d, \"strand\": %d, \"group\": %d, \"us\": ",
+                     op->phase >= 0 ? (int)op->phase - ph0 : -1, (int)op->strand,
+                     (int)op->group - g0);
+    dh__json_num(b, op->us);
+    dh_strbuf_puts(b, "}");
+}
+
+void dh__plan_group_json(dh_strbuf_t *b, const dh_plan_group_t *g, size_t op0, double t0)
+{
+    dh_strbuf_printf(b, "{\"a\": [%zu, %zu], \"b\": [%zu, %zu], \"order\": ",
+                     g->a_n ? g->a_first - op0 : 0, g->a_n, g->b_n ? g->b_first - op0 : 0, g->b_n);
+    dh_strbuf_json_str(b, g->order ? g->order : "");
+    dh_strbuf_puts(b, ", \"pred_us\": ");
+    dh__json_num(b, g->pred_us);
+    dh_strbuf_puts(b, ", \"start_us\": ");
+    dh__json_num(b, g->start_us - t0);
+    dh_strbuf_puts(b, "}");
+}
+
+void dh__plan_section_head_json(dh_strbuf_t *b, const dh_plan_section_t *s)
+{
+    char hex[17];
     dh_strbuf_puts(b, "    {\n      \"ranks\": [");
     for (int i = 0; i < s->nranks; i++)
         dh_strbuf_printf(b, "%s%d", i ? ", " : "", s->ranks[i]);
     dh__hex16(s->fingerprint, hex);
-    dh_strbuf_printf(b, "], \"fingerprint\": \"%s\",\n      \"baseline_us\": ", hex);
+    dh_strbuf_printf(b, "], \"fingerprint\": \"%s\", \"nops\": %zu,\n      \"baseline_us\": ",
+                     hex, s->nops);
     dh__json_num(b, s->baseline_us);
     dh_strbuf_puts(b, ", \"si_us\": ");
     dh__json_num(b, s->si_us);
@@ -304,52 +356,42 @@ static void dh__section_json(dh_strbuf_t *b, const dh_plan_section_t *s)
     dh__json_num(b, s->held_ops);
     dh_strbuf_puts(b, ", \"held_free_bytes\": ");
     dh__json_num(b, s->held_free_bytes);
-    dh_strbuf_puts(b, ",\n      \"phases\": [");
+    dh_strbuf_puts(b, ",\n");
+}
+
+/* Version 1: every phase, op and group of the template. */
+void dh__plan_flat_json(dh_strbuf_t *b, const dh_plan_section_t *s)
+{
+    dh_strbuf_puts(b, "      \"phases\": [");
     for (int i = 0; i < s->nphases; i++) {
-        const dh_plan_phase_t *ph = &s->phases[i];
-        dh_strbuf_printf(b, "%s\n        {\"first\": %zu, \"n\": %zu, \"kind\": \"%c\", "
-                            "\"mb\": %d, \"thread\": %u, \"paired_with\": %d}",
-                         i ? "," : "", ph->first, ph->n, ph->kind, ph->mb, ph->thread,
-                         ph->paired_with);
+        dh_strbuf_puts(b, i ? ",\n        " : "\n        ");
+        dh__plan_phase_json(b, &s->phases[i], 0, 0, 0);
     }
     dh_strbuf_puts(b, s->nphases ? "\n      ],\n      \"ops\": [" : "],\n      \"ops\": [");
     for (size_t i = 0; i < s->nops; i++) {
-        const dh_plan_op_t *op = &s->ops[i];
-        dh__hex16(op->sig, hex);
-        dh__hex16(op->shape, shape);
-        dh_strbuf_printf(b, "%s\n        {\"sig\": \"%s\", \"shape\": ", i ? "," : "", hex);
-        if (op->shape_dynamic)
-            dh_strbuf_puts(b, "null");
-        else
-            dh_strbuf_printf(b, "\"%s\"", shape);
-        dh_strbuf_puts(b, ", \"k\": ");
-        dh_strbuf_json_str(b, op->kind);
-        dh_strbuf_printf(b, ", \"c\": \"%s\", \"name\": ", dh_opclass_name(op->cls));
-        dh_strbuf_json_str(b, op->name);
-        dh_strbuf_printf(b, ", \"phase\": %d, \"strand\": %d, \"group\": %d, \"us\": ",
-                         (int)op->phase, (int)op->strand, (int)op->group);
-        dh__json_num(b, op->us);
-        dh_strbuf_puts(b, "}");
+        dh_strbuf_puts(b, i ? ",\n        " : "\n        ");
+        dh__plan_op_json(b, &s->ops[i], 0, 0);
     }
     dh_strbuf_puts(b, "\n      ],\n      \"groups\": [");
     for (int i = 0; i < s->ngroups; i++) {
-        const dh_plan_group_t *g = &s->groups[i];
-        dh_strbuf_printf(b, "%s\n        {\"a\": [%zu, %zu], \"b\": [%zu, %zu], \"order\": ",
-                         i ? "," : "", g->a_first, g->a_n, g->b_first, g->b_n);
-        dh_strbuf_json_str(b, g->order ? g->order : "");
-        dh_strbuf_puts(b, ", \"pred_us\": ");
-        dh__json_num(b, g->pred_us);
-        dh_strbuf_puts(b, ", \"start_us\": ");
-        dh__json_num(b, g->start_us);
-        dh_strbuf_puts(b, "}");
+        dh_strbuf_puts(b, i ? ",\n        " : "\n        ");
+        dh__plan_group_json(b, &s->groups[i], 0, 0);
     }
     dh_strbuf_puts(b, "\n      ]\n    }");
 }
 
 dh_status_t dh__plan_render(const dh_plan_t *p, dh_strbuf_t *b)
 {
+    /* A plan read from a version-1 file is written back as one, so that it survives a
+     * round trip unchanged (version 2 keeps start times to the nanosecond only). */
+    return dh__plan_render_version(p, b, p->version == DH_PLAN_VERSION_FLAT
+                                             ? DH_PLAN_VERSION_FLAT : DH_PLAN_VERSION);
+}
+
+dh_status_t dh__plan_render_version(const dh_plan_t *p, dh_strbuf_t *b, int version)
+{
     dh_strbuf_printf(b, "{\n  \"format\": \"dhelix-plan\", \"version\": %d,\n  \"created_by\": ",
-                     DH_PLAN_VERSION);
+                     version);
     dh_strbuf_json_str(b, p->created_by);
     dh_strbuf_puts(b, ", \"planning_s\": ");
     dh__json_num(b, p->planning_s);
@@ -360,10 +402,17 @@ dh_status_t dh__plan_render(const dh_plan_t *p, dh_strbuf_t *b)
     dh_strbuf_puts(b, ", \"max_extra_mem_bytes\": ");
     dh__json_num(b, p->max_extra_mem_bytes);
     dh_strbuf_puts(b, ",\n  \"sections\": [");
-    for (int i = 0; i < p->nsections; i++) {
+    dh_status_t st = DH_OK;
+    for (int i = 0; i < p->nsections && st == DH_OK; i++) {
         dh_strbuf_puts(b, i ? ",\n" : "\n");
-        dh__section_json(b, &p->sections[i]);
+        dh__plan_section_head_json(b, &p->sections[i]);
+        if (version == DH_PLAN_VERSION_FLAT)
+            dh__plan_flat_json(b, &p->sections[i]);
+        else
+            st = dh__plan_blocks_json(b, &p->sections[i]);
     }
+    if (st != DH_OK)
+        return st;
     dh_strbuf_puts(b, "\n  ]\n}\n");
     return dh_strbuf_status(b);
 }

@@ -105,6 +105,7 @@ typedef struct dh__sect {
     const dh_align_op_t *root_aops; /* mirroring: its root's DP input; NULL for a root */
     const long *match;              /* mirroring: its ops matched to its root's */
     const uint8_t *alone;           /* its root's ops a section of the cluster lacks, or NULL */
+    dh__dpcache_t cache;            /* its pairs' alignments by input */
 } dh__sect_t;
 
 /* Ops, ranks and times of a section, averaged over its members. */
@@ -322,8 +323,9 @@ static dh_status_t dh__pair_need(const dh__pl_t *pl, const dh__sect_t *x,
     return DH_OK;
 }
 
-/* Runs the DP of one pair, following the orders of collectives earlier sections chose. */
-static dh_status_t dh__run_dp(const dh__pl_t *pl, const dh__sect_t *x, int pair, dh__pairdp_t *q,
+/* Runs the DP of one pair, following the orders of collectives earlier sections chose, or
+ * takes its result from an earlier pair with the same input (dpcache.c). */
+static dh_status_t dh__run_dp(const dh__pl_t *pl, dh__sect_t *x, int pair, dh__pairdp_t *q,
                               dh_align_result_t *r)
 {
     int L = pl->o->max_segment;
@@ -341,7 +343,22 @@ static dh_status_t dh__run_dp(const dh__pl_t *pl, const dh__sect_t *x, int pair,
                                 &orders, &prm.norders, &seq));
     prm.orders = orders;
     q->serial_ok = dh__orders_serial(orders, prm.norders);
-    dh_status_t st = dh_align(q->a, q->na, q->b, q->nb, &pl->model, &prm, r);
+    uint64_t *key = NULL;
+    size_t nkey = 0;
+    dh_status_t st = dh__dpcache_key(q->a, q->na, q->b, q->nb, q->need, orders, prm.norders, L,
+                                     &key, &nkey);
+    if (st == DH_OK && dh__dpcache_get(&x->cache, key, nkey, &st, r)) {
+        free(key);
+    } else if (st == DH_OK) {
+        st = dh_align(q->a, q->na, q->b, q->nb, &pl->model, &prm, r);
+        if (st == DH_OK || st == DH_ERR_RANGE || st == DH_ERR_STATE) {
+            dh_status_t cst = dh__dpcache_put(&x->cache, key, nkey, st, r);
+            if (cst != DH_OK)
+                st = cst;
+        } else {
+            free(key);
+        }
+    }
     free(orders);
     free(seq);
     return st;
@@ -618,12 +635,16 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
     for (int s = 0; s < ns && st == DH_OK; s++) {
         int r = mir.root[s];
         dh__sect_t x = {members, 0, NULL, 0, 0, ns > 1 ? &ord : NULL,
-                        r != s ? root_aops[r] : NULL, mir.match[s], mir.alone[r]};
+                        r != s ? root_aops[r] : NULL, mir.match[s], mir.alone[r], {0}};
         for (int k = 0; k < pl->n; k++)
             if (sec[k] == s)
                 members[x.nmembers++] = k;
         plan->nsections++;
         st = dh__section(pl, &x, &plan->sections[s], s);
+        if (x.cache.hits > 0)
+            dh__progress(pl, "alignments reused for identical pairs", x.cache.hits,
+                         x.cache.hits + (size_t)x.cache.n);
+        dh__dpcache_free(&x.cache);
         if (r == s && mir.alone[s] != NULL)
             root_aops[s] = x.aops;  /* what its cluster plans with */
         else

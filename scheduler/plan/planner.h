@@ -74,6 +74,14 @@ typedef struct dh_iteration {
 dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
                                       dh_iteration_t *out, char *err, size_t errlen);
 
+/* Keeps of p only what the planner reads: the last keep (>= 1) complete repetitions of its
+ * iteration (all of them when fewer), so that it finds the same iteration with the same
+ * ops, dependencies kept. With compact profiles (version 2) the times per position are
+ * means over every occurrence already; 2 repetitions still let the planner see shapes that
+ * vary between iterations. Errors as dh_profile_find_iteration (p unchanged). */
+dh_status_t dh_profile_trim(dh_profile_t *p, int keep, const char *name, char *err,
+                            size_t errlen);
+
 /* Compares profile ops ops[0..n) (one iteration) with a section's template. Returns 0 when
  * they match by signature, else 1 with msg = "first difference at op K: expected GEMM
  * 'gemm ...', found KERNEL '...'" (or "... found the end of the iteration"). */

@@ -46,6 +46,33 @@ dh_status_t dh__emit_pair(dh_plan_section_t *s, dh__groups_t *gs, size_t a_base,
                           const dh_align_result_t *r, const size_t *cuta, const size_t *cutb);
 void dh__groups_free(dh__groups_t *gs);
 
+/* ---- dpcache.c: alignments by their input ---- */
+
+/* Results of dh_align by input: a pair whose input equals an earlier pair's (the steady
+ * state repeats per micro-batch) gets that pair's result without running the DP again.
+ * Not thread-safe; one per section. */
+struct dh__dpcache_entry;
+typedef struct dh__dpcache {
+    struct dh__dpcache_entry *e;
+    int n, cap;
+    size_t hits;                    /* lookups answered from the cache */
+} dh__dpcache_t;
+
+/* The key of one DP input (everything dh_align reads: A, B, the dependency limits, the
+ * orders of collectives, L); *key is malloc'ed. Errors: DH_ERR_NOMEM. */
+dh_status_t dh__dpcache_key(const dh_align_op_t *a, size_t na, const dh_align_op_t *b,
+                            size_t nb, const size_t *need, const dh_align_order_t *orders,
+                            int norders, int max_seg, uint64_t **key, size_t *nkey);
+/* 1 when key is known: *st is what dh_align returned for it and, when DH_OK, r a copy of
+ * its result (free with dh_align_result_free); 0 when not (r untouched). */
+int dh__dpcache_get(dh__dpcache_t *c, const uint64_t *key, size_t nkey, dh_status_t *st,
+                    dh_align_result_t *r);
+/* Remembers st and r (copied) for key, which the cache takes over (freed on failure too).
+ * Errors: DH_ERR_NOMEM. */
+dh_status_t dh__dpcache_put(dh__dpcache_t *c, uint64_t *key, size_t nkey, dh_status_t st,
+                            const dh_align_result_t *r);
+void dh__dpcache_free(dh__dpcache_t *c);
+
 /* ---- match.c ---- */
 
 /* Matches b's ops to a's by signature with the fewest insertions and deletions: match[j]
@@ -65,6 +92,9 @@ long dh__match_sigs(const uint64_t *a, size_t na, const uint64_t *b, size_t nb,
  * choose the same groups. */
 #define DH__MIRROR_EDITS 8
 #define DH__MIRROR_PER_EDIT 50
+/* ... of which at most this many: a few per micro-batch of a deep model (rank 0's data
+ * copies), while the matcher's time and trace grow with its square. */
+#define DH__MIRROR_MAX_PER_EDIT 1024
 
 typedef struct dh__mirror {
     int ns;

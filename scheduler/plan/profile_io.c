@@ -40,8 +40,8 @@ static dh_status_t dh__class_parse(const dh__jr_t *r, json_t *o, const dh__jpath
     return DH_OK;
 }
 
-static dh_status_t dh__op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at, size_t i,
-                                int ncomms, dh_prof_op_t *op)
+dh_status_t dh__prof_op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at, size_t i,
+                              int ncomms, dh_prof_op_t *op)
 {
     dh__jpath_t here = DH__JIDX(at, i);
     json_t *o;
@@ -78,10 +78,10 @@ static dh_status_t dh__op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_
     return DH_OK;
 }
 
-static dh_status_t dh__profile_fill(const dh__jr_t *r, json_t *root, dh_profile_t *p)
+static dh_status_t dh__profile_fill(const dh__jr_t *r, json_t *root, int version, dh_profile_t *p)
 {
     long long v;
-    p->version = DH_PROFILE_VERSION;
+    p->version = version;
     DH_CHECK(dh__jint(r, root, NULL, "rank", 0, -1, -1, 1 << 24, &v));
     p->rank = (int)v;
     DH_CHECK(dh__jint(r, root, NULL, "world", 0, -1, -1, 1 << 24, &v));
@@ -108,6 +108,8 @@ static dh_status_t dh__profile_fill(const dh__jr_t *r, json_t *root, dh_profile_
         DH_CHECK(dh__comm_parse(r, comms, &comms_at, i, &p->comms[i]));
         p->ncomms++;
     }
+    if (version != DH_PROFILE_VERSION_FLAT)
+        return dh__profile_read2(r, root, p);
 
     dh__jpath_t ops_at = DH__JKEY(NULL, "ops");
     DH_CHECK(dh__jarr(r, root, NULL, "ops", 1, DH__MAX_OPS, &ops));
@@ -115,7 +117,7 @@ static dh_status_t dh__profile_fill(const dh__jr_t *r, json_t *root, dh_profile_
     if (n > 0 && (p->ops = calloc(n, sizeof(*p->ops))) == NULL)
         return DH_ERR_NOMEM;
     for (size_t i = 0; i < n; i++) {
-        DH_CHECK(dh__op_parse(r, ops, &ops_at, i, p->ncomms, &p->ops[i]));
+        DH_CHECK(dh__prof_op_parse(r, ops, &ops_at, i, p->ncomms, &p->ops[i]));
         p->nops++;
     }
     return DH_OK;
@@ -130,12 +132,14 @@ dh_status_t dh_profile_parse(const char *buf, size_t len, const char *name, dh_p
         err[0] = '\0';
     json_t *root;
     DH_CHECK(dh__jparse(&r, buf, len, &root));
-    dh_status_t st = dh__jcheck_header(&r, root, "dhelix-profile", DH_PROFILE_VERSION, DH__READER);
+    int version = 0;
+    dh_status_t st = dh__jcheck_versions(&r, root, "dhelix-profile", DH_PROFILE_VERSION_FLAT,
+                                         DH_PROFILE_VERSION, DH__READER, &version);
     dh_profile_t *p = NULL;
     if (st == DH_OK && (p = calloc(1, sizeof(*p))) == NULL)
         st = DH_ERR_NOMEM;
     if (st == DH_OK)
-        st = dh__profile_fill(&r, root, p);
+        st = dh__profile_fill(&r, root, version, p);
     json_decref(root);
     if (st == DH_ERR_NOMEM)
         dh__errf(err, errlen, r.file, "out of memory");
@@ -195,7 +199,7 @@ static void dh__op_json(dh_strbuf_t *b, const dh_prof_op_t *op)
 static void dh__profile_json(dh_strbuf_t *b, const dh_profile_t *p)
 {
     dh_strbuf_printf(b, "{\n  \"format\": \"dhelix-profile\", \"version\": %d,\n",
-                     DH_PROFILE_VERSION);
+                     DH_PROFILE_VERSION_FLAT);
     dh_strbuf_printf(b, "  \"rank\": %d, \"world\": %d, \"layout\": ", p->rank, p->world);
     dh_strbuf_json_str(b, p->layout);
     dh_strbuf_puts(b, ", \"host\": ");

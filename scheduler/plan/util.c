@@ -156,6 +156,12 @@ static const char *dh__jtype(const json_t *v)
 dh_status_t dh__jcheck_header(const dh__jr_t *r, json_t *root, const char *format, int version,
                               const char *reader)
 {
+    return dh__jcheck_versions(r, root, format, version, version, reader, NULL);
+}
+
+dh_status_t dh__jcheck_versions(const dh__jr_t *r, json_t *root, const char *format, int vmin,
+                                int vmax, const char *reader, int *version)
+{
     json_t *f = json_object_get(root, "format");
     if (f == NULL || !json_is_string(f)) {
         dh__errf(r->err, r->errlen, r->file, "has no \"format\" string (expected \"%s\")", format);
@@ -176,11 +182,19 @@ dh_status_t dh__jcheck_header(const dh__jr_t *r, json_t *root, const char *forma
         dh__errf(r->err, r->errlen, r->file, "version is %s, expected an integer", dh__jtype(v));
         return DH_ERR_PARSE;
     }
-    if (json_integer_value(v) != version) {
-        dh__errf(r->err, r->errlen, r->file, "version %lld is not supported (%s reads version %d)",
-                 (long long)json_integer_value(v), reader, version);
+    json_int_t got = json_integer_value(v);
+    if (got < vmin || got > vmax) {
+        if (vmin == vmax)
+            dh__errf(r->err, r->errlen, r->file, "version %lld is not supported (%s reads version %d)",
+                     (long long)got, reader, vmax);
+        else
+            dh__errf(r->err, r->errlen, r->file,
+                     "version %lld is not supported (%s reads versions %d to %d)", (long long)got,
+                     reader, vmin, vmax);
         return DH_ERR_UNSUPPORTED;
     }
+    if (version)
+        *version = (int)got;
     return DH_OK;
 }
 

@@ -28,9 +28,11 @@ from runs import (Paths, RunError, bench_shim, losses, make_plan, plan_stats,  #
 # tests/vgpu/src/core/profile.c): co-running communication slows compute by 10.9%.
 COMPUTE_SLOW_BY_COMM = 0.109
 # Layers per pipeline stage of the comparison runs, tried in order (a smaller depth when a
-# run fails): a few layers keep the whole bench at minutes on 2 cores (docs/bench.md,
-# "Limits" says how much depth matters).
-DEPTHS = (2, 1)
+# run runs out of device memory): every layer and the preset's global batch first. A
+# profile stops by itself once an iteration repeats, is written compactly, and the plan
+# holds each distinct pair once (docs/plan-format.md), so all ten configurations at full
+# depth take about 6 minutes on 2 cores; --layers-per-stage N is a quicker look.
+DEPTHS = ("full", 4, 2)
 QUICK = ("gpt-6.7b-a40", "llama-8b-h200")
 PICTURE_CONFIG = "llama-8b-h200"
 ITERS = 4
@@ -115,17 +117,35 @@ def pipeline(paths, d, nproc, args, env, notes, step, trace=False):
     step("SI")
     si, ws = run_workload(paths, d, "si", nproc, args, dict(env, **si_env(paths, d, "si"), **tr("si")))
     r = {"base": base, "prof": prof, "plan": plan, "plan_table": table, "si": si,
-         "stats": plan_stats(d), "wall": {"base": wb, "prof": wp, "plan": wpl, "si": ws}}
+         "stats": plan_stats(d), "wall": {"base": wb, "prof": wp, "plan": wpl, "si": ws},
+         "sizes": file_sizes(d, nproc)}
     if trace:
         r["traces"] = {k: os.path.join(d, "trace.%s.0.json" % k) for k in ("base", "si")}
     return r
+
+
+def file_sizes(d, nproc):
+    """Bytes of the profiles (all ranks) and of the plan, and the ops the profiles recorded."""
+    profs = [os.path.join(d, "prof.%d.json" % k) for k in range(nproc)]
+    recorded = []
+    for p in profs:
+        try:
+            recorded.append(json.load(open(p)).get("nops"))
+        except (OSError, ValueError):
+            recorded.append(None)
+    plan = os.path.join(d, "plan.json")
+    return {"profile_bytes": sum(os.path.getsize(p) for p in profs if os.path.exists(p)),
+            "plan_bytes": os.path.getsize(plan) if os.path.exists(plan) else None,
+            "profile_ops_recorded": recorded}
 
 
 def pairing(r):
     """Per rank: paired groups per iteration planned (its section) and done (DHELIX_STATS)."""
     out = {}
     for s in r["plan"].get("sections") or []:
-        planned = sum(1 for g in s.get("groups") or [] if g.get("b", [0, 0])[1] > 0 and g.get("a", [0, 0])[1] > 0)
+        # plan version 2: blocks of groups, each repeated (docs/plan-format.md)
+        planned = sum(b.get("repeat", 1) for b in s.get("blocks", [s]) for g in b.get("groups") or []
+                      if g.get("b", [0, 0])[1] > 0 and g.get("a", [0, 0])[1] > 0)
         for rank in s.get("ranks") or []:
             st = r["stats"].get(str(rank), {})
             it = st.get("iterations") or 0
@@ -168,6 +188,10 @@ def comparison_metrics(r):
         "extra_mem_pct": 100.0 * (si["peak_mem_gib"] - base["peak_mem_gib"]) / base["peak_mem_gib"],
         "planned_extra_mem_mib": max((s.get("extra_mem_bytes", 0) for s in secs), default=0) / 2**20,
         "planning_s": plan.get("planning_s"), "plan_wall_s": r["wall"]["plan"],
+        "plan_peak_rss_mib": r["plan_table"].get("_peak_rss_mib"),
+        "template_ops": [s.get("nops") for s in secs],
+        "profile_bytes": r["sizes"]["profile_bytes"], "plan_bytes": r["sizes"]["plan_bytes"],
+        "profile_ops_recorded": r["sizes"]["profile_ops_recorded"],
         "paired_groups_min": min(paired) if paired else 0,
         "pairing": pairing(r),
         "plan_warnings": _plan_warnings(r),
@@ -244,6 +268,8 @@ def bench_config(paths, out, cfg, opts, cache, progress):
     except RunError as e:
         res["notes"].append(str(e))
     depths = [opts.layers_per_stage] if opts.layers_per_stage else list(DEPTHS)
+    if depths[0] != "full" and int(depths[0]) * cfg["pp"] >= cfg["layers"]:
+        depths[0] = "full"
     for i, per in enumerate(depths):
         layers = cfg["layers"] if per == "full" else min(cfg["layers"], int(per) * cfg["pp"])
         args = ["--preset", cfg["name"], "--layers", str(layers), "--iters", str(ITERS)]
@@ -312,7 +338,7 @@ def main():
     ap.add_argument("--docs", action="store_true",
                     help="write docs/bench.md and docs/img/ even for a partial run (a full run always does)")
     ap.add_argument("--layers-per-stage", default=None, metavar="N|full",
-                    help="depth of the comparison runs (default: %s, the first that fits)" % " then ".join(map(str, DEPTHS)))
+                    help="depth of the comparison runs (default: %s, the first that fits in device memory)" % " then ".join(map(str, DEPTHS)))
     ap.add_argument("--list", action="store_true", help="list the configurations and exit")
     ap.add_argument("--report", metavar="BENCH_JSON",
                     help="run nothing: print (and with --docs write) the report of an earlier run's bench.json")

@@ -132,16 +132,20 @@ def make_plan(paths, d, nproc):
     with open(os.path.join(d, "plan.cmd"), "w") as f:
         f.write(" ".join(shlex.quote(c) for c in cmd) + "\n")
     t0 = time.monotonic()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=clean_env())
+    with open(os.path.join(d, "plan.out"), "w") as out, open(os.path.join(d, "plan.err"), "w") as err:
+        proc = subprocess.run(cmd, stdout=out, stderr=err, env=clean_env())
     wall = time.monotonic() - t0
-    open(os.path.join(d, "plan.out"), "w").write(p.stdout)
-    open(os.path.join(d, "plan.err"), "w").write(p.stderr)
-    if p.returncode != 0 or not os.path.exists(os.path.join(d, "plan.json")):
-        last = [l for l in p.stderr.splitlines() if l.strip()]
+    stdout = open(os.path.join(d, "plan.out")).read()
+    stderr = open(os.path.join(d, "plan.err")).read()
+    if proc.returncode != 0 or not os.path.exists(os.path.join(d, "plan.json")):
+        last = [l for l in stderr.splitlines() if l.strip()]
         raise RunError("failed", "dhelix plan: exit status %d%s" %
-                       (p.returncode, ": " + last[-1] if last else ""))
+                       (proc.returncode, ": " + last[-1] if last else ""))
     plan = json.load(open(os.path.join(d, "plan.json")))
-    table = parse_summary(p.stdout) or {}
+    table = parse_summary(stdout) or {}
+    # dhelix plan reports its own peak (VmHWM); ru_maxrss would count the Python process
+    # it was forked from.
+    table["_peak_rss_mib"] = (table.get("meta") or {}).get("peak_rss_mib")
     return plan, table, wall
 
 

@@ -14,6 +14,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "plan_int.h"
 #include "planner.h"
 #include "synth.h"
 
@@ -157,6 +158,116 @@ static void test_plan_round_trip(void **state)
     dh_plan_free(q);
 }
 
+/* A version-1 plan (flat arrays) is still read, as the same plan. */
+static void test_plan_v1(void **state)
+{
+    (void)state;
+    dh_plan_t *p = sample_plan(), *q;
+    dh_strbuf_t b = DH_STRBUF_INIT;
+    assert_int_equal(dh__plan_render_version(p, &b, DH_PLAN_VERSION_FLAT), DH_OK);
+    char err[512];
+    if (dh_plan_parse(dh_strbuf_str(&b), b.len, "v1.json", &q, err, sizeof(err)) != DH_OK)
+        fail_msg("a version-1 plan: %s", err);
+    assert_int_equal(q->version, DH_PLAN_VERSION_FLAT);
+    q->version = p->version;
+    same_plan(p, q);
+    dh_strbuf_free(&b);
+    dh_plan_free(p);
+    dh_plan_free(q);
+}
+
+/* A plan of n micro-batches from a synthetic profile, saved; returns the file's size and
+ * the plan (*out). */
+static size_t plan_of(int mb, int layers, dh_plan_t **out)
+{
+    dh_synth_t s;
+    dh_synth_defaults(&s);
+    s.mb = mb;
+    s.layers = layers;
+    dh_profile_t *pr = dh_synth_profile(&s);
+    const dh_profile_t *ps[] = {pr};
+    char err[512];
+    if (dh_plan_build(ps, 1, NULL, out, err, sizeof(err)) != DH_OK)
+        fail_msg("dh_plan_build: %s", err);
+    dh_profile_free(pr);
+    const char *path = tmp_path("mb.json");
+    assert_int_equal(dh_plan_save(*out, path, err, sizeof(err)), DH_OK);
+    size_t len;
+    free(slurp(path, &len));
+    return len;
+}
+
+/* The steady pair is written once with a repeat count: the file does not grow with the
+ * micro-batches, and reads back as the flat plan the planner made. */
+static void test_plan_blocks(void **state)
+{
+    (void)state;
+    dh_plan_t *p4, *p32, *q;
+    size_t n4 = plan_of(4, 2, &p4), n32 = plan_of(32, 2, &p32);
+    if (n32 > n4 + n4 / 5)
+        fail_msg("plan of 32 micro-batches: %zu bytes, of 4: %zu (it grows)", n32, n4);
+    char err[512];
+    const char *path = tmp_path("mb32.json");
+    assert_int_equal(dh_plan_save(p32, path, err, sizeof(err)), DH_OK);
+    size_t len;
+    char *text = slurp(path, &len);
+    long most = 0;
+    for (const char *c = text; (c = strstr(c, "\"repeat\": ")) != NULL; c++)
+        most = strtol(c + 10, NULL, 10) > most ? strtol(c + 10, NULL, 10) : most;
+    if (most < 16)
+        fail_msg("the longest repeat is %ld blocks", most);
+    free(text);
+    if (dh_plan_load(path, &q, err, sizeof(err)) != DH_OK)
+        fail_msg("load: %s", err);
+    const dh_plan_section_t *x = &p32->sections[0], *y = &q->sections[0];
+    assert_int_equal(x->nops, y->nops);
+    assert_int_equal(x->ngroups, y->ngroups);
+    assert_int_equal(x->nphases, y->nphases);
+    assert_memory_equal(x->phases, y->phases, (size_t)x->nphases * sizeof(*x->phases));
+    for (size_t k = 0; k < x->nops; k++)
+        if (x->ops[k].sig != y->ops[k].sig || x->ops[k].group != y->ops[k].group ||
+            x->ops[k].phase != y->ops[k].phase || x->ops[k].strand != y->ops[k].strand ||
+            x->ops[k].us != y->ops[k].us)
+            fail_msg("op %zu differs", k);
+    for (int g = 0; g < x->ngroups; g++) {
+        const dh_plan_group_t *a = &x->groups[g], *b = &y->groups[g];
+        if (a->a_first != b->a_first || a->a_n != b->a_n || a->b_first != b->b_first ||
+            a->b_n != b->b_n || strcmp(a->order, b->order) != 0 || a->pred_us != b->pred_us ||
+            fabs(a->start_us - b->start_us) > 1e-6 * (1 + a->start_us))
+            fail_msg("group %d differs", g);
+    }
+    /* The runtime's walker agrees with the flat template op for op, twice round. */
+    dh_plan_walk_t *w = dh_plan_walk_new(y);
+    assert_non_null(w);
+    assert_int_equal(dh_plan_walk_nops(w), y->nops);
+    if (dh_plan_walk_nblocks(w) > 6)
+        fail_msg("%d blocks for 32 micro-batches", dh_plan_walk_nblocks(w));
+    size_t *ra = dh_plan_release_marks(y);
+    dh_plan_cursor_t cur = {0};
+    for (size_t n = 0; n < 2 * y->nops; n++) {
+        size_t c = n % y->nops;
+        assert_int_equal(cur.c, c);
+        dh_plan_here_t h;
+        dh_plan_walk_at(w, &cur, &h);
+        const dh_plan_op_t *op = &y->ops[c];
+        const dh_plan_group_t *g = &y->groups[op->group];
+        const dh_plan_phase_t *ph = &y->phases[op->phase];
+        int pb = ph->first == c && ph->kind == 'B' && ph->paired_with >= 0;
+        if (h.op->sig != op->sig || h.op->strand != op->strand || h.group != op->group ||
+            h.release != ra[c] || h.single_strand != (g->a_n == 0 || g->b_n == 0) ||
+            h.starts_paired_b != pb || strcmp(dh_plan_walk_order(w, h.group), g->order) != 0)
+            fail_msg("op %zu: the walker says group %d release %zu, the template group %d "
+                     "release %zu", c, h.group, h.release, (int)op->group, ra[c]);
+        dh_plan_walk_next(w, &cur);
+    }
+    assert_null(dh_plan_walk_order(w, y->ngroups));
+    free(ra);
+    dh_plan_walk_free(w);
+    dh_plan_free(p4);
+    dh_plan_free(p32);
+    dh_plan_free(q);
+}
+
 static void test_profile_round_trip(void **state)
 {
     (void)state;
@@ -198,6 +309,62 @@ static void test_profile_round_trip(void **state)
         SAME_NUM(a->start_us, b->start_us);
         SAME_NUM(a->flops, b->flops);
     }
+    dh_profile_free(p);
+    dh_profile_free(q);
+}
+
+/* The compact form (version 2) keeps every op's description, memory, sync and dependency,
+ * and gives each op its phase position's mean time; each distinct op and phase is written
+ * once, so the file does not grow with micro-batches or iterations. */
+static void test_profile_compact(void **state)
+{
+    (void)state;
+    dh_synth_t s;
+    dh_synth_defaults(&s);
+    s.dyn_shape = 1;
+    s.jitter = 7;
+    dh_profile_t *p = dh_synth_profile(&s), *q;
+    p->ops[4].mem = -(1ll << 40);
+    p->ops[6].dep1 = 2;
+    char err[512];
+    const char *path = tmp_path("prof2.json");
+    assert_int_equal(dh_profile_save_compact(p, path, err, sizeof(err)), DH_OK);
+    if (dh_profile_load(path, &q, err, sizeof(err)) != DH_OK)
+        fail_msg("load of a compact profile: %s", err);
+    assert_int_equal(q->version, DH_PROFILE_VERSION);
+    assert_int_equal(p->nops, q->nops);
+    assert_int_equal(p->sync_at_end, q->sync_at_end);
+    assert_string_equal(p->layout, q->layout);
+    for (size_t i = 0; i < p->nops; i++) {
+        const dh_prof_op_t *a = &p->ops[i], *b = &q->ops[i];
+        if (a->sig != b->sig || a->shape != b->shape || a->thread != b->thread ||
+            a->mem != b->mem || a->sync_before != b->sync_before || a->dep1 != b->dep1 ||
+            a->cls != b->cls || a->comm != b->comm || strcmp(a->name, b->name) != 0)
+            fail_msg("op %zu differs after the compact round trip", i);
+        /* jitter keeps times within 30 % of the op's own; a mean of them too */
+        if ((a->us < 0) != (b->us < 0) || (a->us >= 0 && fabs(a->us - b->us) > 0.6 * a->us + 1e-9))
+            fail_msg("op %zu: time %g became %g", i, a->us, b->us);
+    }
+    size_t len;
+    char *text = slurp(path, &len);
+    /* 3 micro-batches x 4 iterations of 2 layers: far fewer op records than ops */
+    size_t records = 0;
+    for (const char *c = strstr(text, "\"ops\": ["); c && (c = strstr(c + 1, "\"sig\"")); )
+        records++;
+    if (records * 10 > p->nops)
+        fail_msg("%zu op records for %zu ops", records, p->nops);
+    free(text);
+    /* and one more round trip changes nothing but nothing (means of means) */
+    const char *path2 = tmp_path("prof2b.json");
+    assert_int_equal(dh_profile_save_compact(q, path2, err, sizeof(err)), DH_OK);
+    dh_profile_t *r;
+    assert_int_equal(dh_profile_load(path2, &r, err, sizeof(err)), DH_OK);
+    assert_int_equal(r->nops, q->nops);
+    for (size_t i = 0; i < q->nops; i++)
+        if (fabs(r->ops[i].us - q->ops[i].us) > 1e-9 * (1 + fabs(q->ops[i].us)))
+            fail_msg("op %zu: %g became %g on the second round trip", i, q->ops[i].us,
+                     r->ops[i].us);
+    dh_profile_free(r);
     dh_profile_free(p);
     dh_profile_free(q);
 }
@@ -291,21 +458,21 @@ static void test_bad_inputs(void **state)
         expect_bad_plan(good, len * (size_t)k / 20, "truncated or empty");
     expect_bad_edit(good, "\"dhelix-plan\"", "\"dhelix-profile\"",
                     "format is \"dhelix-profile\", expected \"dhelix-plan\"");
-    expect_bad_edit(good, "\"version\": 1", "\"version\": 7",
-                    "version 7 is not supported (this shim reads version 1)");
+    expect_bad_edit(good, "\"version\": 2", "\"version\": 7",
+                    "version 7 is not supported (this shim reads versions 1 to 2)");
     expect_bad_edit(good, "\"fingerprint\":", "\"fingerprinz\":",
                     "sections[0] has no key \"fingerprint\"");
     expect_bad_edit(good, "\"strand\": ", "\"strand\": \"x\", \"zz\": ",
-                    "sections[0].ops[0].strand is a string, expected an integer");
+                    "sections[0].blocks[0].ops[0].strand is a string, expected an integer");
     expect_bad_edit(good, "\"baseline_us\": ", "\"baseline_us\": [], \"x\": ",
                     "sections[0].baseline_us is an array, expected a number");
     expect_bad_edit(good, "\"sig\": \"", "\"sig\": \"zz",
-                    "sections[0].ops[0].sig is not 16 hex digits");
+                    "sections[0].blocks[0].ops[0].sig is not 16 hex digits");
     expect_bad_edit(good, "\"ops\": [", "\"ops\": {}, \"opz\": [",
-                    "sections[0].ops is an object, expected an array");
-    expect_bad_struct(m_range, "sections[0].groups[0].a is [");
+                    "sections[0].blocks[0].ops is an object, expected an array");
+    expect_bad_struct(m_range, "groups[0].a is [");
     expect_bad_struct(m_overlap, "is in groups 0 and 1");
-    expect_bad_struct(m_letter, "sections[0].groups[0].order has the letter 'c'");
+    expect_bad_struct(m_letter, "sections[0].blocks[0].groups[0].order has the letter 'c'");
     expect_bad_struct(m_order_count, "letters, expected");
     expect_bad_struct(m_fingerprint, "sections[0].fingerprint is ");
     expect_bad_struct(m_strand, "sections[0].ops[0] has strand");
@@ -323,8 +490,31 @@ static void test_bad_profiles(void **state)
         {"", "prof.json: truncated or empty"},
         {"{\"format\": \"dhelix-plan\", \"version\": 1}",
          "prof.json: format is \"dhelix-plan\", expected \"dhelix-profile\""},
+        {"{\"format\": \"dhelix-profile\", \"version\": 3, \"ops\": []}",
+         "prof.json: version 3 is not supported (this shim reads versions 1 to 2)"},
+        /* the compact form: references must land */
         {"{\"format\": \"dhelix-profile\", \"version\": 2, \"ops\": []}",
-         "prof.json: version 2 is not supported"},
+         "prof.json: has no key \"phases\""},
+        {"{\"format\": \"dhelix-profile\", \"version\": 2, \"ops\": [{\"t\": 0, \"k\": \"K\", "
+         "\"c\": \"compute\", \"sig\": \"0000000000000001\"}], \"phases\": [{\"ops\": [0, 1]}], "
+         "\"seq\": []}",
+         "prof.json: phases[0].ops[1] is not the index of an op (0 to 0)"},
+        {"{\"format\": \"dhelix-profile\", \"version\": 2, \"ops\": [{\"t\": 0, \"k\": \"K\", "
+         "\"c\": \"compute\", \"sig\": \"0000000000000001\"}], \"phases\": [{\"ops\": [0, 0], "
+         "\"us\": [1]}], \"seq\": []}",
+         "prof.json: phases[0].us has 1 elements, expected 2"},
+        {"{\"format\": \"dhelix-profile\", \"version\": 2, \"ops\": [{\"t\": 0, \"k\": \"K\", "
+         "\"c\": \"compute\", \"sig\": \"0000000000000001\"}], \"phases\": [{\"ops\": [0]}], "
+         "\"seq\": [[1, 0, 0]]}",
+         "prof.json: seq[0] names phase 1 of 1"},
+        {"{\"format\": \"dhelix-profile\", \"version\": 2, \"ops\": [{\"t\": 0, \"k\": \"K\", "
+         "\"c\": \"compute\", \"sig\": \"0000000000000001\"}], \"phases\": [{\"ops\": [0], "
+         "\"dep\": [1]}], \"seq\": [[0, 1, 0]]}",
+         "prof.json: seq[0] puts op 0's dependency 1 ops back, before the first op"},
+        {"{\"format\": \"dhelix-profile\", \"version\": 2, \"ops\": [{\"t\": 0, \"k\": \"K\", "
+         "\"c\": \"compute\", \"sig\": \"0000000000000001\"}], \"phases\": [{\"ops\": [0]}], "
+         "\"seq\": [[0, 1, 0], [0, 1, 5]], \"nops\": 3}",
+         "prof.json: nops is 3, but the phases in \"seq\" hold 2 ops"},
         {"{\"format\": \"dhelix-profile\", \"version\": 1}", "prof.json: has no key \"ops\""},
         {"{\"format\": \"dhelix-profile\", \"version\": 1, \"ops\": [{\"t\": 0, \"k\": \"GEMM\", "
          "\"c\": \"gpu\", \"sig\": \"0000000000000001\"}]}",
@@ -419,7 +609,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_plan_round_trip),
+        cmocka_unit_test(test_plan_v1),
+        cmocka_unit_test(test_plan_blocks),
         cmocka_unit_test(test_profile_round_trip),
+        cmocka_unit_test(test_profile_compact),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_bad_profiles),
         cmocka_unit_test(test_pairs_file),

@@ -622,6 +622,57 @@ static void test_dependencies_unpair(void **state)
     }
 }
 
+/* dh_profile_trim keeps 2 repetitions: the same iteration, the same groups and pairs, the
+ * dependencies still pointing at the same ops; a profile with no iteration is left alone. */
+static void test_trim(void **state)
+{
+    (void)state;
+    dh_synth_t s = base();
+    s.moe_sync_mb = -1;
+    s.iters = 5;
+    s.warmup_ops = 7;
+    dh_profile_t *p = dh_synth_profile(&s), *q = dh_synth_profile(&s);
+    /* a forward that follows its backward's last op, in every iteration */
+    for (size_t i = 1; i < p->nops; i++)
+        if (p->ops[i].thread == 0 && p->ops[i - 1].thread == 1)
+            p->ops[i].dep1 = q->ops[i].dep1 = (int64_t)i;
+    char err[256];
+    assert_int_equal(dh_profile_trim(q, 2, "q", err, sizeof(err)), DH_OK);
+    size_t n = dh_synth_iter_ops(&s);
+    if (q->nops != 2 * n)
+        fail_msg("trimmed to %zu ops, expected 2 iterations of %zu", q->nops, n);
+    for (size_t i = 0; i < q->nops; i++)
+        if (q->ops[i].dep1 > 0 && q->ops[q->ops[i].dep1 - 1].thread != 1)
+            fail_msg("op %zu's dependency %lld no longer names a backward op", i,
+                     (long long)q->ops[i].dep1 - 1);
+    dh_iteration_t a, b;
+    assert_int_equal(dh_profile_find_iteration(p, "p", &a, err, sizeof(err)), DH_OK);
+    assert_int_equal(dh_profile_find_iteration(q, "q", &b, err, sizeof(err)), DH_OK);
+    assert_int_equal(a.n, b.n);
+    for (size_t i = 0; i < a.n; i++)
+        if (p->ops[a.first + i].sig != q->ops[b.first + i].sig)
+            fail_msg("template op %zu differs after trimming", i);
+    const dh_profile_t *pp[] = {p}, *qq[] = {q};
+    warns_t w = {0};
+    dh_plan_t *x = build(pp, 1, &w, 3), *y = build(qq, 1, &w, 3);
+    assert_int_equal(x->sections[0].ngroups, y->sections[0].ngroups);
+    assert_int_equal(paired_groups(&x->sections[0]), paired_groups(&y->sections[0]));
+    for (int g = 0; g < x->sections[0].ngroups; g++)
+        assert_string_equal(x->sections[0].groups[g].order, y->sections[0].groups[g].order);
+    dh_plan_free(x);
+    dh_plan_free(y);
+    /* no iteration: an error, the profile untouched */
+    dh_synth_t one = base();
+    one.iters = 1;
+    dh_profile_t *o = dh_synth_profile(&one);
+    size_t before = o->nops;
+    assert_int_not_equal(dh_profile_trim(o, 2, "o", err, sizeof(err)), DH_OK);
+    assert_int_equal(o->nops, before);
+    dh_profile_free(o);
+    dh_profile_free(p);
+    dh_profile_free(q);
+}
+
 static void test_emulated_comm_pairs(void **state)
 {
     (void)state;
@@ -706,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_pipeline_waits_are_not_hidden),
         cmocka_unit_test(test_emulated_comm_pairs),
         cmocka_unit_test(test_dependencies_unpair),
+        cmocka_unit_test(test_trim),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -238,7 +238,7 @@ plan_pairs_match() {
 import json, re, sys
 plan = json.load(open(sys.argv[1]))
 def pairs(sec):
-    return any(g["a"][1] > 0 and g["b"][1] > 0 for g in sec["groups"])
+    return any(g["a"][1] > 0 and g["b"][1] > 0 for b in sec.get("blocks", [sec]) for _ in range(b.get("repeat", 1)) for g in b["groups"])
 ok, said = True, []
 for line in open(sys.argv[2]):
     rank = int(line.split()[0])
@@ -270,7 +270,7 @@ for line in open(sys.argv[2]):
     ran = int(m.group(1)) if m else -1
     sec = ([s for s in plan["sections"] if rank in s.get("ranks", [])] or plan["sections"][:1])[0]
     planned = int(sec.get("held_ops", 0))
-    pairs = any(g["a"][1] > 0 and g["b"][1] > 0 for g in sec["groups"])
+    pairs = any(g["a"][1] > 0 and g["b"][1] > 0 for b in sec.get("blocks", [sec]) for _ in range(b.get("repeat", 1)) for g in b["groups"])
     good = 0 <= ran <= planned + planned // 4 + 1 and (pairs or ran <= 1)
     ok &= good
     said.append("rank %d: held back %d ops at most, planned %d%s" % (rank, ran, planned, "" if good else " (WRONG)"))
@@ -288,6 +288,29 @@ need() { [ -e "$1" ] || { echo "e2e: $1 not found: build first (cmake --build ${
 # ---- scenarios ----
 
 # A configuration through the whole pipeline.
+# profile_compact DIR PLAN: every profile in DIR is a compact one (version 2) that stopped
+# recording once an iteration repeated: at most 3 iterations of its rank's template of the
+# 5 the program ran, and fewer distinct ops than a tenth of those recorded.
+profile_compact() {
+  python3 - "$1" "$2" <<'PY'
+import glob, json, os, sys
+plan = json.load(open(sys.argv[2]))
+tmpl = max(s.get("nops", 0) for s in plan["sections"])
+ok, said = True, []
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "prof.[0-9]*.json"))):
+    if f.endswith(".trace.json"):
+        continue
+    p = json.load(open(f))
+    n, d = p.get("nops", 0), len(p.get("ops", []))
+    good = p.get("version") == 2 and 0 < n <= 3 * tmpl and d * 10 <= n
+    ok &= good
+    said.append("%s: version %s, %d ops recorded (template %d), %d distinct%s" % (
+        os.path.basename(f), p.get("version"), n, tmpl, d, "" if good else " (NOT compact or not stopped)"))
+print("; ".join(said))
+sys.exit(0 if ok else 1)
+PY
+}
+
 scenario_si() {
   local n=$1 want_speedup=$2
   shift 2
@@ -297,6 +320,12 @@ scenario_si() {
   profile prof "$n" -- "${args[@]}" || return
   run_ok prof base
   make_plan prof || return
+  local why
+  if why=$(profile_compact "$work/prof.prof" "$work/plan.json"); then
+    pass "profile: $why"
+  else
+    fail "profile: $why"
+  fi
   # shellcheck disable=SC2046
   wl_run si "$n" $(si_env "$work/plan.json" si) -- "${args[@]}"
   run_ok si base || return
@@ -470,7 +499,9 @@ scenario_rotated_plan() {
   local n=2 mb=4 args=(--model moe-tiny --dp 2 --ep 2 --gbs 8 --mbs 1 --iters 5) r
   wl_run base "$n" -- "${args[@]}"
   run_ok base || return
-  profile prof "$n" -- "${args[@]}" || return
+  # Every iteration recorded: the cut keeps what follows the first iteration's last backward,
+  # and the planner needs two whole (rotated) iterations after it.
+  profile prof "$n" DHELIX_PROFILE_STOP=0 -- "${args[@]}" || return
   mkdir -p "$work/cut.prof"
   for ((r = 0; r < n; r++)); do
     sij cut-profile "$work/prof.prof/prof.$r.json" "$work/cut.prof/prof.$r.json" "$mb" >/dev/null ||
@@ -481,7 +512,8 @@ scenario_rotated_plan() {
   local paired
   paired=$(python3 -c 'import json, sys
 s = json.load(open(sys.argv[1]))["sections"][0]
-print(sum(1 for o in s["ops"] if o["strand"] == 1 and "AllReduce" in o["name"]))' "$work/plan.json")
+ops = [o for b in s.get("blocks", [s]) for o in b.get("ops", [])]  # version 2: blocks
+print(sum(1 for o in ops if o.get("strand") == 1 and "AllReduce" in o.get("name", "")))' "$work/plan.json")
   if [ "${paired:-0}" -gt 0 ]; then
     pass "the plan pairs $paired gradient reductions (strand b) with a backward"
   else

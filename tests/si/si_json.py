@@ -113,7 +113,8 @@ def main(argv):
         parts = []
         for i, s in enumerate(d.get("sections", [])):
             parts.append("section %d ranks %s: %d ops, %d groups, predicted %.1f -> %.1f us" % (
-                i, s.get("ranks"), len(s.get("ops", [])), len(s.get("groups", [])),
+                i, s.get("ranks"), s.get("nops", len(s.get("ops", []))),
+                sum(len(b.get("groups", [])) * b.get("repeat", 1) for b in s.get("blocks", [s])),
                 s.get("baseline_us", -1), s.get("si_us", -1)))
         print("; ".join(parts) or "no sections")
     elif cmd == "cut-profile":
@@ -129,6 +130,8 @@ def main(argv):
             mb = int(args[2])
         except (OSError, ValueError, IndexError) as e:
             die("%s: %s" % (args[0], e))
+        if d.get("version") == 2:
+            d = expand_v2(d)
         ops = d.get("ops", [])
         main_t = ops[0].get("t") if ops else None
         bstarts = [i for i in range(1, len(ops))
@@ -154,6 +157,31 @@ def main(argv):
         print("ops %d.. of %d" % (lo, len(ops)))
     else:
         die("unknown command %s" % cmd)
+
+
+def expand_v2(d):
+    """A version-2 (compact) profile as the version-1 one it stands for (docs/plan-format.md:
+    op k of an occurrence of phase p is ops[phases[p].ops[k]] with that position's mem, dep,
+    mean us and start_us = start + at[k]; sync on the occurrence's first op)."""
+    ops, phases, flat = d["ops"], d["phases"], []
+    for p, sync, start in d["seq"]:
+        ph = phases[p]
+        n = len(ph["ops"])
+        col = lambda key, dflt: ph.get(key) or [dflt] * n
+        mem, dep, us, at = col("mem", 0), col("dep", 0), col("us", None), col("at", None)
+        for k, oi in enumerate(ph["ops"]):
+            o = dict(ops[oi])
+            o["mem"] = mem[k]
+            o["us"] = -1 if us[k] is None else us[k]
+            o["start_us"] = -1 if at[k] is None or start < 0 else start + at[k]
+            o["sync"] = int(sync) if k == 0 else 0
+            if dep[k]:
+                o["dep"] = len(flat) - dep[k]
+            flat.append(o)
+    out = {k: v for k, v in d.items() if k not in ("phases", "seq", "nops", "ops")}
+    out["version"] = 1
+    out["ops"] = flat
+    return out
 
 
 if __name__ == "__main__":
