@@ -167,7 +167,7 @@ static void dh__phase(dh__gen_t *g, const dh_synth_t *s, int bwd, int mb, int it
             dh_prof_op_t *op = dh__put(g, &pat[k % (int)npat], seed, bwd ? 1 : 0);
             if (!bwd && s->dyn_shape && mb == 0 && l == 0 && k == 2)
                 op->shape = dh__mix(0x77ull + (uint64_t)iter);
-            if (!bwd && mb == s->moe_sync_mb && l == 0 && k == per / 2)
+            if (!bwd && (mb == s->moe_sync_mb || s->moe_sync_mb == -2) && l == 0 && k == per / 2)
                 op->sync_before = 1;
             if (!bwd && mb == s->sync_first_mb && l == 0 && k == 0)
                 op->sync_before = 1;

@@ -19,7 +19,8 @@ typedef struct dh_synth {
     int iters;
     int fwd_per_layer;    /* forward ops per layer (the pattern repeats) */
     int bwd_per_layer;
-    int moe_sync_mb;      /* forward of this micro-batch has a sync in layer 0; -1 none */
+    int moe_sync_mb;      /* forward of this micro-batch has a sync in layer 0; -1 none, -2
+                             every micro-batch's (MoE routing in every forward) */
     int sync_first_mb;    /* forward of this micro-batch starts with a sync; -1 none */
     int dyn_shape;        /* 1: op 2 of F(0) changes shape every iteration */
     int warmup_ops;       /* extra ops at the start of the first iteration */

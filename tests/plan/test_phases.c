@@ -673,6 +673,41 @@ static void test_trim(void **state)
     dh_profile_free(q);
 }
 
+/* A profile that starts inside an iteration, at an MoE routing synchronisation (the one
+ * si.rotated_plan cuts at): trimming keeps the iteration found in the whole profile, where
+ * looking again in the two repetitions left could take two alike micro-batches at its end
+ * for the iteration. */
+static void test_trim_rotated(void **state)
+{
+    (void)state;
+    dh_synth_t s = base();
+    s.moe_sync_mb = -2;
+    s.iters = 5;
+    dh_profile_t *p = dh_synth_profile(&s);
+    size_t n = dh_synth_iter_ops(&s), cut = 0;
+    /* the routing sync of the last forward of iteration 0 */
+    for (size_t i = 1; i < n; i++)
+        if (p->ops[i].sync_before && p->ops[i].thread == 0 && p->ops[i - 1].thread == 0)
+            cut = i;
+    if (cut == 0)
+        fail_msg("no routing synchronisation inside a forward of iteration 0");
+    memmove(p->ops, p->ops + cut, (p->nops - cut) * sizeof(*p->ops));
+    p->nops -= cut;
+    for (size_t i = 0; i < p->nops; i++)
+        p->ops[i].dep1 = 0;
+    p->sync_at_end = 0;
+    char err[256];
+    dh_iteration_t a, b;
+    assert_int_equal(dh_profile_find_iteration(p, "p", &a, err, sizeof(err)), DH_OK);
+    if (a.n != n)
+        fail_msg("the cut profile's iteration is %zu ops, expected %zu", a.n, n);
+    assert_int_equal(dh_profile_trim(p, 2, "p", err, sizeof(err)), DH_OK);
+    assert_int_equal(dh_profile_find_iteration(p, "p", &b, err, sizeof(err)), DH_OK);
+    if (b.n != a.n || p->nops != 2 * a.n)
+        fail_msg("after trimming: %zu ops, iteration %zu, expected 2 x %zu", p->nops, b.n, a.n);
+    dh_profile_free(p);
+}
+
 static void test_emulated_comm_pairs(void **state)
 {
     (void)state;
@@ -758,6 +793,7 @@ int main(void)
         cmocka_unit_test(test_emulated_comm_pairs),
         cmocka_unit_test(test_dependencies_unpair),
         cmocka_unit_test(test_trim),
+        cmocka_unit_test(test_trim_rotated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
