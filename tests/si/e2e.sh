@@ -10,6 +10,9 @@
 #     steady iterations); configurations whose communication is exposed require S > 1.
 # Scenarios (2 ranks unless noted):
 #   tp_sp pp_1f1b pp_tp (4 ranks) cp dp_ogr moe_ep       baseline -> profile -> plan -> SI
+#   pp_vpp pp4_vpp pp4_vpp_nooverlap (4 ranks), pp4_tp_vpp pp4_tp_vpp_nooverlap (8 ranks):
+#   the interleaved 1F1B (--vpp 2), and pp_tp_l4 pp4_l8 pp4_tp_l8 the same models without
+#   it: not in CTest, for measuring
 #   moe_ep_dyn (MoE whose iterations differ in op count), tp_sp_big (tp_sp, hidden 256,
 #   sequence 128; with SI_DEVICE=a40 as well): not in CTest, for diagnosis
 #   desync_extra desync_missing desync_shape            WL_INJECT (tests/workloads/README.md)
@@ -570,6 +573,18 @@ case $scenario in
   pp_1f1b) set -- si 2 0 --model gpt-tiny --pp 2 --gbs 4 --mbs 1 --iters 5 ;;
   pp_tp) set -- si 4 0 --model gpt-tiny --tp 2 --pp 2 --gbs 4 --mbs 1 --iters 5 ;;
   cp) set -- si 2 1 --model llama-tiny --cp 2 --gbs 4 --mbs 1 --iters 5 ;;
+  # Megatron's interleaved 1F1B (--vpp, tests/workloads/src/schedule_vpp.c) and the
+  # non-interleaved run of the same model: not in CTest, for measuring.
+  pp_tp_l4) set -- si 4 0 --model gpt-tiny --layers 4 --tp 2 --pp 2 --gbs 4 --mbs 1 --iters 5 ;;
+  pp_vpp) set -- si 4 0 --model gpt-tiny --layers 4 --tp 2 --pp 2 --vpp 2 --gbs 4 --mbs 1 --iters 5 ;;
+  pp4_l8) set -- si 4 0 --model gpt-tiny --layers 8 --pp 4 --gbs 8 --mbs 1 --iters 5 ;;
+  pp4_vpp) set -- si 4 0 --model gpt-tiny --layers 8 --pp 4 --vpp 2 --gbs 8 --mbs 1 --iters 5 ;;
+  pp4_vpp_nooverlap)
+    set -- si 4 0 --model gpt-tiny --layers 8 --pp 4 --vpp 2 --no-overlap-p2p-communication --gbs 8 --mbs 1 --iters 5 ;;
+  pp4_tp_vpp) set -- si 8 0 --model gpt-tiny --layers 8 --tp 2 --pp 4 --vpp 2 --gbs 8 --mbs 1 --iters 5 ;;
+  pp4_tp_vpp_nooverlap)
+    set -- si 8 0 --model gpt-tiny --layers 8 --tp 2 --pp 4 --vpp 2 --no-overlap-p2p-communication --gbs 8 --mbs 1 --iters 5 ;;
+  pp4_tp_l8) set -- si 8 0 --model gpt-tiny --layers 8 --tp 2 --pp 4 --gbs 8 --mbs 1 --iters 5 ;;
   # The data-parallel reduction runs in the last backward, which has no next forward to pair
   # with (the optimizer needs its result): nothing for SI to hide; exactness is checked.
   dp_ogr) set -- si 2 0 --model gpt-tiny --dp 2 --overlap-grad-reduce --gbs 8 --mbs 1 --iters 5 ;;

@@ -52,6 +52,10 @@ static const opt_t opts[] = {
     {"--dist-opt", O_FLAG, F(dist_opt), 1, "distributed optimizer"},
     {"--overlap-grad-reduce", O_FLAG, F(overlap_grad), 1, "overlap the dp reduction with the last backward"},
     {"--nccl-current-stream", O_FLAG, F(nccl_current), 1, "collectives on the current stream"},
+    {"--vpp", O_INT, F(vpp), 0, "virtual stages per pipeline rank (Megatron's interleaved 1F1B); "
+                                "'preset': the preset's count (presets.c)"},
+    {"--no-overlap-p2p-communication", O_FLAG, F(overlap_p2p), 0,
+     "interleaved 1F1B with batched p2p and a device sync (needs pp > 2)"},
     {"--comm-split", O_FLAG, F(comm_split), 1, "communicators by ncclCommSplit of the world"},
     {"--represent", O_FLAG, F(represent), 1, "representative ranks (timing-only)"},
     {"--json", O_FLAG, F(json), 1, "JSON summary on stdout"},
@@ -87,6 +91,8 @@ static void defaults(wl_cfg_t *c)
     c->lr = 1e-3;
     c->seed = 1234;
     c->bucket_mb = 40; /* Megatron's default bucket: 40M elements */
+    c->vpp = 1;
+    c->overlap_p2p = 1; /* Megatron's --overlap-p2p-communication default (arguments.py) */
 }
 
 static void apply_preset(wl_cfg_t *c, const wl_run_preset_t *p)
@@ -155,6 +161,8 @@ static int special(wl_cfg_t *c, const char *a, const char *v)
         snprintf(c->device_profile, sizeof c->device_profile, "%s", v);
     } else if (!strcmp(a, "--seed")) {
         c->seed = (unsigned)strtoul(v, NULL, 10);
+    } else if (!strcmp(a, "--vpp") && !strcmp(v, "preset")) {
+        c->vpp = -1; /* resolved once every option is read (check_vpp) */
     } else if (!strcmp(a, "--emulate-comm")) {
         char err[160];
         if (wl_emu_parse(v, err, sizeof err) != 0) wl_fatal("%s", err);
@@ -163,6 +171,35 @@ static int special(wl_cfg_t *c, const char *a, const char *v)
         return 0;
     }
     return 2;
+}
+
+/* The interleaved schedule's requirements, as Megatron states them (NVIDIA/Megatron-LM
+ * megatron/training/arguments.py validate_args; megatron/core/pipeline_parallel/
+ * schedules.py forward_backward_pipelining_with_interleaving; model_parallel_config.py
+ * sets microbatch_group_size_per_vp_stage to pp). */
+static void check_vpp(wl_cfg_t *c)
+{
+    if (c->vpp == -1) {
+        const wl_run_preset_t *p = c->preset[0] ? wl_find_preset(c->preset) : NULL;
+        if (!p || p->vpp < 1) wl_fatal("--vpp preset: %s has no virtual-stage count", p ? p->name : "no --preset");
+        c->vpp = p->vpp;
+    }
+    if (c->vpp < 1) wl_fatal("--vpp must be at least 1");
+    if (c->vpp == 1) return; /* Megatron: a virtual size of 1 is no interleaving */
+    if (c->pp < 2) wl_fatal("the interleaved schedule needs pp > 1 (Megatron's arguments.py)");
+    if (!c->overlap_p2p && c->pp < 3)
+        wl_fatal("the interleaved schedule without p2p overlap needs pp > 2: Megatron's "
+                 "arguments.py, \"to avoid having multiple p2p sends and recvs between same 2 "
+                 "ranks per communication batch\"");
+    if (c->m.layers % (c->pp * c->vpp))
+        wl_fatal("layers %d must divide by pp x vpp = %d", c->m.layers, c->pp * c->vpp);
+    /* microbatch_group_size_per_vp_stage = pp: M must be at least pp and a multiple of it
+     * (schedules.py: "The remainder of M ... divided by N ... should be 0, or larger than or
+     * equal to the pipeline-parallel size"; with N = pp only 0 qualifies). */
+    int M = c->gbs / (c->mbs * c->dp);
+    if (M < c->pp || M % c->pp)
+        wl_fatal("the interleaved schedule needs the micro-batches (%d) to be a multiple of pp (%d), "
+                 "as Megatron", M, c->pp);
 }
 
 void wl_cli_parse(wl_cfg_t *c, int argc, char **argv)
@@ -187,6 +224,7 @@ void wl_cli_parse(wl_cfg_t *c, int argc, char **argv)
     if (c->tp == 1) c->sp = 0;
     if (c->m.kv_heads == 0) c->m.kv_heads = c->m.heads;
     if (c->gbs % (c->mbs * c->dp)) wl_fatal("gbs %d must divide by mbs x dp", c->gbs);
+    check_vpp(c);
     if (c->device_profile[0]) setenv("VGPU_DEVICE", c->device_profile, 0);
     /* Megatron (arguments.py) requires one hardware queue with tp > 1 or cp > 1. */
     if (c->tp > 1 || c->cp > 1) setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 0);

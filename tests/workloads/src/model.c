@@ -162,7 +162,9 @@ static void sizes(wl_model_state_t *ms, const wl_cfg_t *c, const wl_ps_t *ps)
     ms->T = ms->b * ms->s_local;
     ms->Tsp = c->sp ? ms->T / c->tp : ms->T;
     ms->nlayers = m->layers / c->pp;
-    ms->layer0 = ms->nlayers * ps->pp_rank;
+    ms->vpp = c->vpp > 1 ? c->vpp : 1;
+    ms->lchunk = ms->nlayers / ms->vpp;
+    ms->layer0 = ms->lchunk * ps->pp_rank; /* chunk 0's first layer */
     ms->first = ps->pp_rank == 0;
     ms->last = ps->pp_rank == c->pp - 1;
     ms->local_experts = ms->moe ? m->experts / c->ep : 0;
@@ -200,7 +202,8 @@ static void build(wl_model_state_t *ms, const wl_cfg_t *c, const wl_ps_t *ps, in
         split_rows(ms->wte, 1, &vl, &vg, ps->tp_rank);
         if (ms->gpt) ms->wpe = add(ms, "embedding.position_embeddings.weight", -1, c->m.seq, ms->h);
     }
-    for (int l = 0; l < ms->nlayers; l++) layer_params(ms, &ms->layers[l], ms->layer0 + l);
+    /* Forward order on this rank: chunk 0's layers, then chunk 1's, ... */
+    for (int l = 0; l < ms->nlayers; l++) layer_params(ms, &ms->layers[l], wl_layer_global(ms, l));
     if (ms->last) {
         ms->lnf_w = vec(ms, "final_layernorm.weight", -2, ms->h, WL_INIT_ONE, 1);
         if (ms->gpt) ms->lnf_b = vec(ms, "final_layernorm.bias", -2, ms->h, WL_INIT_ZERO, 1);

@@ -51,6 +51,9 @@ typedef struct wl_model_state {
     int64_t h, d, nq_l, nkv_l, qkv_out, f_l, vpad, v_l, vstart;
     int64_t b, s_local, T, Tsp; /* micro-batch, local sequence, tokens, sequence-parallel tokens */
     int nlayers, layer0;        /* layers on this stage and the global index of the first */
+    int vpp, lchunk;            /* model chunks on this stage (virtual stages) and layers in
+                                   each: local layer l is in chunk l / lchunk; chunk c holds
+                                   the layers of virtual stage c x pp + pp_rank (Megatron) */
     int first, last;            /* first / last pipeline stage */
     int local_experts;
     wl_chunks_t chunks;
@@ -66,6 +69,16 @@ void wl_model_build(wl_model_state_t *ms, const wl_cfg_t *cfg, const wl_ps_t *ps
 /* Fills host[] (local parameter p's fp32 values) from the global initialisation. */
 void wl_param_init_host(const wl_param_t *p, float *host);
 void wl_model_free(wl_model_state_t *ms);
+/* Global index of local layer l. Megatron's get_transformer_layer_offset with virtual
+ * stages: chunk c of pipeline rank r starts at (c x pp + r) x layers / (pp x vpp)
+ * (NVIDIA/Megatron-LM megatron/core/transformer/transformer_layer.py). */
+static inline int wl_layer_global(const wl_model_state_t *ms, int l)
+{
+    return (l / ms->lchunk * ms->cfg->pp + ms->ps->pp_rank) * ms->lchunk + l % ms->lchunk;
+}
+/* The first (last) virtual stage of the whole model: embedding (head) lives there. */
+static inline int wl_chunk_first(const wl_model_state_t *ms, int c) { return ms->first && c == 0; }
+static inline int wl_chunk_last(const wl_model_state_t *ms, int c) { return ms->last && c == ms->vpp - 1; }
 
 /* ---- per-micro-batch activations kept for the backward pass ---- */
 
@@ -81,6 +94,7 @@ typedef struct wl_saved {
 
 typedef struct wl_mb {
     int index;
+    int chunk;                /* model chunk (virtual stage on this rank), 0 without vpp */
     int32_t *tokens, *labels; /* device, [T] */
     void *input;              /* stage input [Tsp, h] (embedding output or received) */
     void *output;             /* stage output [Tsp, h] (sent to the next stage) */

@@ -179,21 +179,25 @@ void wl_opt_destroy(wl_opt_t *o)
 
 /* ---- gradient reduction ---- */
 
+/* A bucket launches once per iteration: with virtual stages several backwards are armed
+ * (each model chunk's last), and one must not restart the buckets an earlier one launched. */
 void wl_opt_zero_grad(wl_opt_t *o)
 {
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
         if (o->buf[k].n)
             WL_CK(cudaMemsetAsync(o->buf[k].grad, 0, sizeof(float) * (size_t)o->buf[k].n, wl_cur_stream()));
+        for (int i = 0; i < o->buf[k].nb; i++) o->buf[k].b[i].launched = 0;
+    }
 }
 
+/* Counts start afresh for each backward: a bucket launches when one armed backward has
+ * produced all of its gradients. A bucket that spans two model chunks (or holds the
+ * sequence-parallel gradients of several) never does and launches in finalize. */
 void wl_opt_arm(wl_opt_t *o, int armed)
 {
     o->armed = armed;
     for (int k = 0; k < 2; k++)
-        for (int i = 0; i < o->buf[k].nb; i++) {
-            o->buf[k].b[i].pending = o->buf[k].b[i].total;
-            o->buf[k].b[i].launched = 0;
-        }
+        for (int i = 0; i < o->buf[k].nb; i++) o->buf[k].b[i].pending = o->buf[k].b[i].total;
 }
 
 /* Scales the bucket by 1 / (dp x cp) (Megatron's gradient_scaling_factor, the same for

@@ -13,6 +13,14 @@
  *   32 sequences at 16K, 16 at 32K. Micro-batch 1 everywhere.
  * - Megatron baseline options: sequence parallelism with TP > 1, distributed optimizer,
  *   --overlap-grad-reduce, bf16, flash attention, untied embeddings, no recomputation.
+ * - Virtual pipeline stages (`--vpp preset`, not applied by default: the presets run
+ *   Megatron's non-interleaved 1F1B, which the paper's numbers are compared against): the
+ *   paper does not say whether its Megatron baseline interleaved. Assumed: 2 virtual
+ *   stages per rank, the smallest interleaving, and the one Megatron's own large-model
+ *   runs use most (NVIDIA/Megatron-LM examples/academic_paper_scripts/sc21/run_table_1.sh,
+ *   Narayanan et al. 2021 Table 1: 145B and 310B at 2, 76B and 530B at 3, 39B with PP 2
+ *   not interleaved). Every PP preset allows it: 48 or 80 layers make 24 or 40 per rank,
+ *   even, and 16 or 32 micro-batches per data-parallel rank, multiples of pp = 2.
  */
 #include "presets.h"
 
@@ -59,35 +67,35 @@ static const wl_model_preset_t models[] = {
  * Hopper configurations of the authors' corrected report (MFU points gained). */
 static const wl_run_preset_t presets[] = {
     {"llama-8b-a40", "llama-8b", 16, 4, 1, 1, 1, 128, 4096, "a40", 64.4, 84.1,
-     "paper: Llama-8B (16,4,1)", 0, 0},
+     "paper: Llama-8B (16,4,1)", 0, 0, 0},
     {"llama-25b-a40", "llama-25b", 8, 8, 1, 1, 1, 128, 4096, "a40", 53.9, 75.7,
-     "paper: Llama-25B (8,8,1)", 0, 0},
+     "paper: Llama-25B (8,8,1)", 0, 0, 0},
     {"llama-39b-a40", "llama-39b", 4, 8, 2, 1, 1, 128, 4096, "a40", 68.1, 86.3,
-     "paper: Llama-39B (4,8,2)", 0, 0},
+     "paper: Llama-39B (4,8,2)", 0, 0, 2},
     {"gpt-6.7b-a40", "gpt-6.7b", 16, 4, 1, 1, 1, 128, 2048, "a40", 61.6, 77.4,
-     "paper: GPT-6.7B (16,4,1)", 0, 0},
+     "paper: GPT-6.7B (16,4,1)", 0, 0, 0},
     {"gpt-18b-a40", "gpt-18b", 8, 8, 1, 1, 1, 128, 2048, "a40", 40.6, 56.9,
-     "paper: GPT-18B (8,8,1)", 0, 0},
+     "paper: GPT-18B (8,8,1)", 0, 0, 0},
     {"gpt-30b-a40", "gpt-30b", 4, 8, 2, 1, 1, 128, 2048, "a40", 57.8, 78.6,
-     "paper: GPT-30B (4,8,2)", 0, 0},
+     "paper: GPT-30B (4,8,2)", 0, 0, 2},
     {"llama-66b-16k-a800", "llama-66b", 2, 8, 2, 2, 1, 32, 16384, "a800", 186.0, 199.7,
-     "paper: Llama-66B 16K (DP2,TP8,CP2,PP2)", 0, 0},
+     "paper: Llama-66B 16K (DP2,TP8,CP2,PP2)", 0, 0, 2},
     {"llama-66b-32k-a800", "llama-66b", 1, 8, 2, 4, 1, 16, 32768, "a800", 160.9, 199.7,
-     "paper: Llama-66B 32K (DP1,TP8,CP4,PP2)", 0, 0},
+     "paper: Llama-66B 32K (DP1,TP8,CP4,PP2)", 0, 0, 2},
     /* Hopper: the authors' corrected report (REFERENCE.md "Caution") gives MFU gains only,
      * +3..6 points on 8 x H200 and +5.9..11.1 on 32 x H800, without the models or layouts,
      * and no TFLOP/s (megatron and dhelix are 0). Assumed: the layouts of the paper's table
      * shrunk to the GPU count by data parallelism alone. 8 x H200 (one node): the A40
      * Llama-8B layout, TP 4, with DP 2; 512K tokens per batch like the A40 Llama presets. */
     {"llama-8b-h200", "llama-8b", 2, 4, 1, 1, 1, 128, 4096, "h200", 0, 0,
-     "authors' Hopper report, 8 x H200 (layout assumed)", 3.0, 6.0},
+     "authors' Hopper report, 8 x H200 (layout assumed)", 3.0, 6.0, 0},
     /* 32 x H800: the A800 Llama-66B 16K layout (TP 8, CP 2, PP 2) with DP 1, 32 sequences of
      * 16K as there. An H800 is an H100 with NVLink cut to 400 GB/s (NVIDIA's bidirectional
      * figure, against the H100's 900); the vgpu has no h800 profile, so this runs on the
      * h100 one (450 GB/s per direction): tensor-parallel traffic costs less here than on an
      * H800, which leaves less communication for SI to hide. */
     {"llama-66b-16k-h800", "llama-66b", 1, 8, 2, 2, 1, 32, 16384, "h100", 0, 0,
-     "authors' Hopper report, 32 x H800 (layout assumed; h100 profile)", 5.9, 11.1},
+     "authors' Hopper report, 32 x H800 (layout assumed; h100 profile)", 5.9, 11.1, 2},
 };
 
 #define COUNT(a) (int)(sizeof(a) / sizeof((a)[0]))

@@ -23,6 +23,8 @@ typedef struct wl_run_preset {
     double megatron, dhelix; /* the paper's TFLOP/s per GPU; 0 where it gives none */
     const char *source;
     double mfu_gain_lo, mfu_gain_hi; /* MFU points gained, where the paper gives only that */
+    int vpp;                /* virtual stages per pipeline rank that `--vpp preset` selects
+                               (0: the preset has no pipeline parallelism); presets.c */
 } wl_run_preset_t;
 
 /* NULL when unknown. */

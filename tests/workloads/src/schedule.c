@@ -2,7 +2,7 @@
  * schedule.c: data, forward/backward steps, the 1F1B loop and the backward thread (see
  * schedule.h).
  */
-#include "schedule.h"
+#include "schedule_int.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -11,25 +11,6 @@
 #include "head.h"
 #include "inject.h"
 #include "layers.h"
-
-/* The autograd device thread: runs one backward at a time for the main thread. */
-typedef struct bwd_thread {
-    pthread_t thread;
-    pthread_mutex_t lock;
-    pthread_cond_t cv;
-    int job, done, stop;   /* guarded by lock */
-    wl_mb_t *mb;           /* the job; guarded by lock */
-    void *dout, *result;   /* guarded by lock */
-} bwd_thread_t;
-
-struct wl_sched {
-    wl_model_state_t *ms;
-    wl_opt_t *opt;
-    int M;
-    int32_t **pinned;      /* per micro-batch slot: tokens then labels, [2 T] */
-    float *iter_loss;      /* the current iteration's loss accumulator (device) */
-    bwd_thread_t bt;
-};
 
 int wl_sched_microbatches(const wl_cfg_t *c) { return c->gbs / (c->mbs * c->dp); }
 
@@ -71,10 +52,12 @@ static void fill_batch(const wl_model_state_t *ms, int iter, int mbi, int32_t *h
     free(buf);
 }
 
+/* Only the first and the last virtual stage load data (NVIDIA/Megatron-LM pretrain_gpt.py
+ * get_batch: is_first_or_last_pipeline_stage(vp_stage)). */
 static void load_batch(wl_sched_t *s, wl_mb_t *mb, int iter)
 {
     wl_model_state_t *ms = s->ms;
-    if (!ms->first && !ms->last) return;
+    if (!wl_chunk_first(ms, mb->chunk) && !wl_chunk_last(ms, mb->chunk)) return;
     size_t bytes = sizeof(int32_t) * 2 * (size_t)ms->T;
     int32_t *dev = wl_alloc(bytes);
     if (ms->ps->tp_rank == 0) {
@@ -131,28 +114,31 @@ static void *send_backward_recv_forward(wl_sched_t *s, void *din)
 
 /* ---- steps ---- */
 
-static wl_mb_t *mb_new(wl_sched_t *s, int index)
+wl_mb_t *wl_sched_mb_new(wl_sched_t *s, int index, int chunk)
 {
     wl_mb_t *mb = calloc(1, sizeof *mb);
     if (mb) mb->saved = calloc((size_t)s->ms->nlayers, sizeof *mb->saved);
     if (!mb || !mb->saved) wl_fatal("out of memory");
     mb->index = index;
+    mb->chunk = chunk;
     return mb;
 }
 
-static void forward_step(wl_sched_t *s, wl_mb_t *mb, void *input, int iter)
+/* The forward of mb's model chunk (all of the stage without virtual stages). */
+void wl_sched_fwd(wl_sched_t *s, wl_mb_t *mb, void *input, int iter)
 {
     wl_model_state_t *ms = s->ms;
+    int l0 = mb->chunk * ms->lchunk;
     load_batch(s, mb, iter);
-    if (ms->first) wl_embed_fwd(ms, mb);
+    if (wl_chunk_first(ms, mb->chunk)) wl_embed_fwd(ms, mb);
     else mb->input = input;
     void *x = mb->input;
-    for (int l = 0; l < ms->nlayers; l++) {
+    for (int l = l0; l < l0 + ms->lchunk; l++) {
         x = wl_layer_fwd(ms, &ms->layers[l], &mb->saved[l], x);
         if (l == 0) wl_inject_point(iter, mb->index, s->M); /* WL_INJECT: mid-iteration */
     }
     mb->output = x;
-    if (ms->last) wl_head_fwd(ms, mb, s->iter_loss);
+    if (wl_chunk_last(ms, mb->chunk)) wl_head_fwd(ms, mb, s->iter_loss);
 }
 
 /* Runs on the backward thread. Returns the gradient to send to the previous stage. */
@@ -160,16 +146,17 @@ static void *backward_step(wl_sched_t *s, wl_mb_t *mb, void *dout)
 {
     wl_model_state_t *ms = s->ms;
     void *d = dout;
-    if (ms->last) {
+    int l0 = mb->chunk * ms->lchunk;
+    if (wl_chunk_last(ms, mb->chunk)) {
         d = wl_head_bwd(ms, mb, (float)ms->cfg->cp / (float)s->M);
         wl_param_t *const hp[] = {ms->lnf_w, ms->lnf_b, ms->out_w};
         wl_opt_ready(s->opt, hp, 3);
     }
-    for (int l = ms->nlayers - 1; l >= 0; l--) {
+    for (int l = l0 + ms->lchunk - 1; l >= l0; l--) {
         d = wl_layer_bwd(ms, &ms->layers[l], &mb->saved[l], d);
         wl_opt_ready_layer(s->opt, &ms->layers[l]);
     }
-    if (ms->first) {
+    if (wl_chunk_first(ms, mb->chunk)) {
         wl_embed_bwd(ms, mb, d);
         wl_param_t *const ep[] = {ms->wte, ms->wpe};
         wl_opt_ready(s->opt, ep, 2);
@@ -203,8 +190,10 @@ static void *bwd_main(void *arg)
     return NULL;
 }
 
-/* The main thread hands the backward of mb to the backward thread and blocks until done. */
-static void *backward(wl_sched_t *s, wl_mb_t *mb, void *dout)
+/* The main thread hands the backward of mb to the backward thread and blocks until done.
+ * The last micro-batch's backward of a model chunk reduces its gradients (Megatron enables
+ * the chunk's grad sync there: is_last_microbatch_for_model_chunk). */
+void *wl_sched_bwd(wl_sched_t *s, wl_mb_t *mb, void *dout)
 {
     bwd_thread_t *t = &s->bt;
     wl_opt_arm(s->opt, mb->index == s->M - 1);
@@ -228,24 +217,28 @@ void wl_sched_run(wl_sched_t *s, int iter, float *iter_loss)
 {
     wl_model_state_t *ms = s->ms;
     const wl_cfg_t *c = ms->cfg;
+    if (ms->vpp > 1) {
+        wl_sched_run_vpp(s, iter, iter_loss);
+        return;
+    }
     int M = s->M, warm = c->pp - ms->ps->pp_rank - 1;
     if (warm > M) warm = M;
     int rest = M - warm, next_f = 0, next_b = 0;
     wl_mb_t *mbs[M];
     s->iter_loss = iter_loss;
     for (int i = 0; i < warm; i++) {
-        wl_mb_t *mb = mbs[next_f] = mb_new(s, next_f);
+        wl_mb_t *mb = mbs[next_f] = wl_sched_mb_new(s, next_f, 0);
         next_f++;
-        forward_step(s, mb, recv_forward(s), iter);
+        wl_sched_fwd(s, mb, recv_forward(s), iter);
         send_forward(s, mb);
     }
     void *input = rest > 0 ? recv_forward(s) : NULL;
     for (int i = 0; i < rest; i++) {
-        wl_mb_t *mb = mbs[next_f] = mb_new(s, next_f);
+        wl_mb_t *mb = mbs[next_f] = wl_sched_mb_new(s, next_f, 0);
         next_f++;
-        forward_step(s, mb, input, iter);
+        wl_sched_fwd(s, mb, input, iter);
         void *dout = send_forward_recv_backward(s, mb);
-        void *din = backward(s, mbs[next_b++], dout);
+        void *din = wl_sched_bwd(s, mbs[next_b++], dout);
         if (i == rest - 1) {
             send_backward(s, din);
             input = NULL;
@@ -255,7 +248,7 @@ void wl_sched_run(wl_sched_t *s, int iter, float *iter_loss)
     }
     for (int i = 0; i < warm; i++) {
         void *dout = recv_backward(s);
-        send_backward(s, backward(s, mbs[next_b++], dout));
+        send_backward(s, wl_sched_bwd(s, mbs[next_b++], dout));
     }
 }
 
@@ -285,6 +278,7 @@ void wl_sched_destroy(wl_sched_t *s)
     pthread_cond_broadcast(&s->bt.cv);
     pthread_mutex_unlock(&s->bt.lock);
     pthread_join(s->bt.thread, NULL);
+    wl_sched_vpp_destroy(s);
     for (int i = 0; i < s->M; i++) WL_CK(cudaFreeHost(s->pinned[i]));
     free(s->pinned);
     free(s);

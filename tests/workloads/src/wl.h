@@ -65,6 +65,10 @@ typedef struct wl_cfg {
     int overlap_grad;   /* --overlap-grad-reduce */
     int nccl_current;   /* collectives on the current stream (newer PyTorch) */
     int comm_split;     /* communicators by ncclCommSplit of the world */
+    int vpp;            /* virtual stages per pipeline rank (Megatron's --num-virtual-stages-
+                           per-pipeline-rank); > 1: the interleaved 1F1B (schedule_vpp.c) */
+    int overlap_p2p;    /* Megatron's overlap_p2p_comm (default on for the interleaved
+                           schedule; --no-overlap-p2p-communication turns it off) */
     int json;           /* JSON summary on stdout */
     int quiet;          /* no per-iteration lines */
     int gradcheck;      /* finite-difference checks of this many parameters (fp32) */

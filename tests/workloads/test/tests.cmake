@@ -26,6 +26,17 @@ wl_test(ep ep 60)
 wl_test(mixed mixed 90)
 wl_test(split_current split-current 90)
 
+# Megatron's interleaved 1F1B (--vpp) against the non-interleaved schedule, bit for bit,
+# without and (the shim's stress mode, two seeds) with the shim.
+foreach(v vpp-pp2-tp2 vpp-pp2-v4 vpp-pp4 vpp-pp4-nooverlap vpp-pp4-tp2 vpp-pp4-tp2-nooverlap vpp-dp)
+  dh_add_test(NAME workloads.${v}
+    COMMAND $<TARGET_FILE:wl_check> ${v} ${MPIEXEC_EXECUTABLE} $<TARGET_FILE:workload>
+            $<TARGET_FILE:dhelix_shim>
+    ENV ${_wl_env} LABELS workloads VGPU TIMEOUT 90)
+endforeach()
+wl_test(vpp_refused vpp-refused 60)
+wl_test(preset_vpp.gpt-30b-a40 preset-vpp:gpt-30b-a40 120)
+
 # The paper's configurations, timing-only with representative ranks.
 foreach(p llama-8b-a40 llama-25b-a40 llama-39b-a40 gpt-6.7b-a40 gpt-18b-a40 gpt-30b-a40
           llama-66b-16k-a800 llama-66b-32k-a800)

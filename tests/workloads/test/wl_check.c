@@ -1,7 +1,7 @@
 /*
  * wl_check.c: runs the workload in one scenario and judges it (one CTest entry each).
  *
- *   wl_check SCENARIO MPIEXEC WORKLOAD
+ *   wl_check SCENARIO MPIEXEC WORKLOAD [SHIM]
  *
  * The workload runs with --json (summary on stdout) under the environment CTest gives
  * (the vgpu preloaded, VGPU_HAZARD=abort: a race ends the run with status 86). Every
@@ -13,6 +13,14 @@
  *                            multi-rank runs, zero hazards, and (fp32) the same losses as
  *                            the one-rank run within REL_TOL
  *   preset:NAME              a paper configuration, timing-only, representative ranks
+ *   preset-vpp:NAME          the same with its virtual stages (--vpp preset)
+ *   vpp-*                    Megatron's interleaved 1F1B (--vpp): the same losses as the
+ *                            non-interleaved run BIT FOR BIT (each layer computes the same
+ *                            thing; the loss sums micro-batches in the same order, each
+ *                            gradient accumulates them in the same order, and every other
+ *                            reduction is elementwise), zero hazards; with SHIM, also in
+ *                            DHELIX_MODE=stress with two seeds
+ *   vpp-refused              configurations Megatron refuses: exit status not 0
  */
 #include <jansson.h>
 #include <math.h>
@@ -31,7 +39,7 @@
  * first loss by 1e-2 or more. */
 #define REL_TOL 1e-5
 
-static const char *mpiexec, *workload;
+static const char *mpiexec, *workload, *shim;
 static int failures;
 
 static void fail(const char *fmt, ...)
@@ -45,12 +53,13 @@ static void fail(const char *fmt, ...)
     failures++;
 }
 
-/* Runs the workload on np processes with args; returns its JSON summary or NULL. */
-static json_t *run(int np, const char *args)
+/* Runs the workload on np processes with args (env: "K=V ..." in front, or ""); returns its
+ * JSON summary or NULL. */
+static json_t *run_env(int np, const char *env, const char *args)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s -n %d --oversubscribe --allow-run-as-root %s %s --json", mpiexec, np,
-             workload, args);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s%s%s%s -n %d --oversubscribe --allow-run-as-root %s %s --json", *env ? "env " : "",
+             env, *env ? " " : "", mpiexec, np, workload, args);
     printf("$ %s\n", cmd);
     fflush(stdout);
     FILE *p = popen(cmd, "r");
@@ -79,6 +88,8 @@ static json_t *run(int np, const char *args)
     free(buf);
     return j;
 }
+
+static json_t *run(int np, const char *args) { return run_env(np, "", args); }
 
 static double num(json_t *j, const char *key) { return json_number_value(json_object_get(j, key)); }
 
@@ -165,10 +176,66 @@ static void against_one_rank(int np, const char *model, const char *par, int gbs
     json_decref(b);
 }
 
-static void preset(const char *name)
+/* Every iteration's loss, all bits ("loss_hex"), as one string. */
+static char *hex_losses(json_t *j)
+{
+    json_t *it = json_object_get(j, "iterations"), *out = json_array();
+    for (size_t i = 0; i < json_array_size(it); i++)
+        json_array_append(out, json_object_get(json_array_get(it, i), "loss_hex"));
+    char *s = json_dumps(out, JSON_COMPACT);
+    json_decref(out);
+    return s;
+}
+
+static void same_bits(json_t *ref, json_t *j, const char *what)
+{
+    char *a = hex_losses(ref), *b = hex_losses(j);
+    printf("non-interleaved: %s\n%s: %s\n", a, what, b);
+    if (json_array_size(json_object_get(ref, "iterations")) == 0 || strcmp(a, b))
+        fail("%s: losses differ from the non-interleaved run's", what);
+    expect_no_hazards(j);
+    free(a);
+    free(b);
+}
+
+/* The interleaved schedule (par: --vpp ...) against the non-interleaved one of the same
+ * model and layout, bit for bit; through the shim in stress mode too when one is given. */
+static void interleaved(int np, const char *base, const char *par)
+{
+    char many[512];
+    snprintf(many, sizeof many, "%s %s", base, par);
+    json_t *a = run(np, base), *b = a ? run(np, many) : NULL;
+    if (a && b) same_bits(a, b, par);
+    for (int seed = 1; shim && a && b && seed <= 2; seed++) {
+        char env[2048], what[600];
+        const char *cur = getenv("LD_PRELOAD");
+        snprintf(env, sizeof env, "LD_PRELOAD='%s%s%s' DHELIX_MODE=stress DHELIX_SEED=%d", shim,
+                 cur && *cur ? ":" : "", cur ? cur : "", seed);
+        snprintf(what, sizeof what, "%s, shim stress seed %d", par, seed);
+        json_t *c = run_env(np, env, many);
+        if (c) same_bits(a, c, what);
+        json_decref(c);
+    }
+    json_decref(a);
+    json_decref(b);
+}
+
+/* A configuration the workload must refuse, as Megatron does. */
+static void refused(int np, const char *args, const char *why)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s -n %d --oversubscribe --allow-run-as-root %s %s --json >/dev/null 2>&1",
+             mpiexec, np, workload, args);
+    printf("$ %s   (must fail: %s)\n", cmd, why);
+    fflush(stdout);
+    int st = system(cmd);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) fail("accepted: %s (%s)", args, why);
+}
+
+static void preset(const char *name, const char *extra)
 {
     char args[256];
-    snprintf(args, sizeof args, "--preset %s", name);
+    snprintf(args, sizeof args, "--preset %s %s", name, extra);
     int np = 0;
     /* The process count is pp x cp: read it from the preset listing. */
     char cmd[1024];
@@ -198,13 +265,14 @@ static void preset(const char *name)
 
 int main(int argc, char **argv)
 {
-    if (argc != 4) {
-        fprintf(stderr, "usage: wl_check SCENARIO MPIEXEC WORKLOAD\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: wl_check SCENARIO MPIEXEC WORKLOAD [SHIM]\n");
         return 2;
     }
     const char *s = argv[1];
     mpiexec = argv[2];
     workload = argv[3];
+    shim = argc == 5 ? argv[4] : NULL;
     if (!strcmp(s, "loss-gpt")) loss_down("gpt-tiny");
     else if (!strcmp(s, "loss-llama")) loss_down("llama-tiny");
     else if (!strcmp(s, "gradcheck-gpt")) gradcheck("gpt-tiny", "");
@@ -223,7 +291,33 @@ int main(int argc, char **argv)
     else if (!strcmp(s, "mixed")) against_one_rank(8, "gpt-tiny", "--tp 2 --pp 2 --dp 2 --dist-opt --overlap-grad-reduce", 8);
     else if (!strcmp(s, "split-current"))
         against_one_rank(8, "llama-tiny", "--tp 2 --cp 2 --dp 2 --comm-split --nccl-current-stream", 8);
-    else if (!strncmp(s, "preset:", 7)) preset(s + 7);
+    else if (!strncmp(s, "preset:", 7)) preset(s + 7, "");
+    else if (!strncmp(s, "preset-vpp:", 11)) preset(s + 11, "--vpp preset");
+    /* Interleaved 1F1B: 4 model chunks' worth of layers per rank pair or 2 per rank of 4,
+     * M = 2 pp (two micro-batch groups: the table's group boundary is crossed). */
+    else if (!strcmp(s, "vpp-pp2-tp2"))
+        interleaved(4, "--model gpt-tiny --layers 4 --tp 2 --pp 2 --gbs 4 --iters 3", "--vpp 2");
+    else if (!strcmp(s, "vpp-pp2-v4"))
+        interleaved(2, "--model llama-tiny --layers 8 --pp 2 --gbs 4 --iters 3 --dtype fp32", "--vpp 4");
+    else if (!strcmp(s, "vpp-pp4"))
+        interleaved(4, "--model gpt-tiny --layers 8 --pp 4 --gbs 8 --iters 3", "--vpp 2");
+    else if (!strcmp(s, "vpp-pp4-nooverlap"))
+        interleaved(4, "--model gpt-tiny --layers 8 --pp 4 --gbs 8 --iters 3", "--vpp 2 --no-overlap-p2p-communication");
+    else if (!strcmp(s, "vpp-pp4-tp2"))
+        interleaved(8, "--model gpt-tiny --layers 8 --tp 2 --pp 4 --gbs 8 --iters 2", "--vpp 2");
+    else if (!strcmp(s, "vpp-pp4-tp2-nooverlap"))
+        interleaved(8, "--model gpt-tiny --layers 8 --tp 2 --pp 4 --gbs 8 --iters 2",
+                    "--vpp 2 --no-overlap-p2p-communication");
+    else if (!strcmp(s, "vpp-dp"))
+        interleaved(4, "--model gpt-tiny --layers 4 --pp 2 --dp 2 --dist-opt --overlap-grad-reduce --gbs 8 --iters 3",
+                    "--vpp 2");
+    else if (!strcmp(s, "vpp-refused")) {
+        refused(2, "--model gpt-tiny --layers 4 --pp 2 --vpp 2 --no-overlap-p2p-communication",
+                "no p2p overlap needs pp > 2");
+        refused(2, "--model gpt-tiny --layers 4 --pp 2 --vpp 2 --gbs 3", "3 micro-batches, not a multiple of pp 2");
+        refused(2, "--model gpt-tiny --layers 6 --pp 2 --vpp 2 --gbs 4", "6 layers do not split into 4 chunks");
+        refused(1, "--model gpt-tiny --layers 4 --vpp 2 --gbs 4", "virtual stages without pipeline parallelism");
+    }
     else {
         fprintf(stderr, "unknown scenario %s\n", s);
         return 2;
