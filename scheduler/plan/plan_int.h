@@ -173,4 +173,9 @@ dh_status_t dh__plan_blocks_parse(const dh__jr_t *r, json_t *o, const dh__jpath_
 /* Monotonic seconds, for planning_s and progress. */
 double dh__now_s(void);
 
+/* A profile's JSON up to and including its "comms" array and the comma after it: the format,
+ * version, rank, world, layout, host, device and max_connections of p. Both versions'
+ * writers (profile_io.c, profile_build.c) start with it. */
+void dh__profile_header_json(dh_strbuf_t *s, const dh_profile_t *p, int version);
+
 #endif

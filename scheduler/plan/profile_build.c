@@ -437,7 +437,7 @@ static void dh__body_json(dh_strbuf_t *s, const dh__phtab_t *t, size_t b)
     dh_strbuf_puts(s, "]}");
 }
 
-static void dh__header_json(dh_strbuf_t *s, const dh_profile_t *p, int version)
+void dh__profile_header_json(dh_strbuf_t *s, const dh_profile_t *p, int version)
 {
     dh_strbuf_printf(s, "{\n  \"format\": \"dhelix-profile\", \"version\": %d,\n", version);
     dh_strbuf_printf(s, "  \"rank\": %d, \"world\": %d, \"layout\": ", p->rank, p->world);
@@ -465,7 +465,7 @@ dh_status_t dh_prof_builder_save(const dh_prof_builder_t *b, const dh_profile_t 
     dh_strbuf_t s = DH_STRBUF_INIT;
     dh_status_t st = dh__phases_of(b, &t);
     if (st == DH_OK) {
-        dh__header_json(&s, hdr, DH_PROFILE_VERSION);
+        dh__profile_header_json(&s, hdr, DH_PROFILE_VERSION);
         dh_strbuf_printf(&s, "  \"nops\": %zu,\n  \"ops\": [", b->nocc);
         for (uint32_t i = 0; i < b->ndops; i++) {
             dh_strbuf_puts(&s, i ? ",\n" : "\n");

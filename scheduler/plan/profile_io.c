@@ -198,24 +198,8 @@ static void dh__op_json(dh_strbuf_t *b, const dh_prof_op_t *op)
 
 static void dh__profile_json(dh_strbuf_t *b, const dh_profile_t *p)
 {
-    dh_strbuf_printf(b, "{\n  \"format\": \"dhelix-profile\", \"version\": %d,\n",
-                     DH_PROFILE_VERSION_FLAT);
-    dh_strbuf_printf(b, "  \"rank\": %d, \"world\": %d, \"layout\": ", p->rank, p->world);
-    dh_strbuf_json_str(b, p->layout);
-    dh_strbuf_puts(b, ", \"host\": ");
-    dh_strbuf_json_str(b, p->host);
-    dh_strbuf_puts(b, ", \"device\": ");
-    dh_strbuf_json_str(b, p->device);
-    dh_strbuf_printf(b, ",\n  \"max_connections\": %d,\n  \"comms\": [", p->max_connections);
-    for (int i = 0; i < p->ncomms; i++) {
-        const dh_prof_comm_t *c = &p->comms[i];
-        dh_strbuf_puts(b, i ? ",\n    {\"name\": " : "\n    {\"name\": ");
-        dh_strbuf_json_str(b, c->name);
-        dh_strbuf_puts(b, ", \"role\": ");
-        dh_strbuf_json_str(b, c->role);
-        dh_strbuf_printf(b, ", \"nranks\": %d, \"rank\": %d}", c->nranks, c->rank);
-    }
-    dh_strbuf_puts(b, p->ncomms ? "\n  ],\n  \"ops\": [" : "],\n  \"ops\": [");
+    dh__profile_header_json(b, p, DH_PROFILE_VERSION_FLAT);
+    dh_strbuf_puts(b, "  \"ops\": [");
     for (size_t i = 0; i < p->nops; i++) {
         dh_strbuf_puts(b, i ? ",\n" : "\n");
         dh__op_json(b, &p->ops[i]);
