@@ -177,5 +177,8 @@ double dh__now_s(void);
  * version, rank, world, layout, host, device and max_connections of p. Both versions'
  * writers (profile_io.c, profile_build.c) start with it. */
 void dh__profile_header_json(dh_strbuf_t *s, const dh_profile_t *p, int version);
+/* An op's record up to its "flops" (thread, stream, kind, class, sig, shape, name, comm,
+ * bytes), without the closing brace: version 2's distinct op, version 1's record's start. */
+void dh__profile_op_head_json(dh_strbuf_t *s, const dh_prof_op_t *op);
 
 #endif

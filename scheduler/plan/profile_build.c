@@ -378,19 +378,11 @@ static dh_status_t dh__phases_of(const dh_prof_builder_t *b, dh__phtab_t *t)
 
 /* ---- writing ---- */
 
+/* A distinct op: what every occurrence shares (version 1's record without its times,
+ * memory, sync and dep). */
 static void dh__dop_json(dh_strbuf_t *s, const dh_prof_op_t *op)
 {
-    char sig[17], shape[17];
-    dh__hex16(op->sig, sig);
-    dh__hex16(op->shape, shape);
-    dh_strbuf_printf(s, "    {\"t\": %u, \"s\": %u, \"k\": ", op->thread, op->stream);
-    dh_strbuf_json_str(s, op->kind);
-    dh_strbuf_printf(s, ", \"c\": \"%s\", \"sig\": \"%s\", \"shape\": \"%s\", \"name\": ",
-                     dh_opclass_name(op->cls), sig, shape);
-    dh_strbuf_json_str(s, op->name);
-    dh_strbuf_printf(s, ", \"comm\": %d, \"bytes\": %llu, \"flops\": ", op->comm,
-                     (unsigned long long)op->bytes);
-    dh__json_num(s, op->flops);
+    dh__profile_op_head_json(s, op);
     dh_strbuf_puts(s, "}");
 }
 

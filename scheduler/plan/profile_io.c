@@ -173,7 +173,7 @@ void dh_profile_free(dh_profile_t *p)
 
 /* ---- writing ---- */
 
-static void dh__op_json(dh_strbuf_t *b, const dh_prof_op_t *op)
+void dh__profile_op_head_json(dh_strbuf_t *b, const dh_prof_op_t *op)
 {
     char sig[17], shape[17];
     dh__hex16(op->sig, sig);
@@ -186,6 +186,11 @@ static void dh__op_json(dh_strbuf_t *b, const dh_prof_op_t *op)
     dh_strbuf_printf(b, ", \"comm\": %d, \"bytes\": %llu, \"flops\": ", op->comm,
                      (unsigned long long)op->bytes);
     dh__json_num(b, op->flops);
+}
+
+static void dh__op_json(dh_strbuf_t *b, const dh_prof_op_t *op)
+{
+    dh__profile_op_head_json(b, op);
     dh_strbuf_puts(b, ", \"us\": ");
     dh__json_num(b, op->us);
     dh_strbuf_puts(b, ", \"start_us\": ");
