@@ -339,23 +339,11 @@ static void dh__memset_footprint(const dh_op_t *op, dh_op_fp_t *fp)
 
 /* cudaMemsetAsync refuses at the call a destination that is not device memory
  * (cudaErrorInvalidValue): only memory the runtime calls device or managed is deferred,
- * the rest forwarded for the runtime to judge. The query must not leave an error on the
- * framework's thread (dh__rt_quiet_begin). */
+ * the rest forwarded for the runtime to judge. */
 static int dh__memset_validate(const dh_op_t *op)
 {
     const dh__memset_pl_t *p = (const dh__memset_pl_t *)op->payload;
-    const dh_real_t *r = dh_real();
-    dh_real_cudaPointerGetAttributes_t attr = DH_REAL_FN(r, cudaPointerGetAttributes);
-    if (attr == NULL || dh__rt_quiet_begin(r) != DH_OK)
-        return cudaErrorInvalidValue;
-    struct cudaPointerAttributes a;
-    memset(&a, 0, sizeof a);
-    cudaError_t e = attr(&a, p->dst);
-    if (e != cudaSuccess)
-        dh__rt_quiet_end(r);
-    if (e != cudaSuccess || (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged))
-        return cudaErrorInvalidValue;
-    return 0;
+    return dh__device_memory(p->dst) ? 0 : cudaErrorInvalidValue;
 }
 
 static void dh__host_describe(const dh_op_t *op, dh_op_desc_t *d)

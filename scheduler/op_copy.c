@@ -41,26 +41,42 @@ static dh__side_t dh__side_of(const struct cudaPointerAttributes *a)
     }
 }
 
-/* Classifies both pointers. The queries must not leave an error behind on the
- * framework's thread (see dh__rt_quiet_begin). */
-static dh_status_t dh__classify(const dh_real_t *r, void *dst, const void *src, dh__side_t *ds,
-                                dh__side_t *ss)
+/* Classifies n pointers. The queries must not leave an error behind on the framework's
+ * thread (see dh__rt_quiet_begin). */
+static dh_status_t dh__classify_n(const dh_real_t *r, const void *const *p, dh__side_t *side,
+                                  int n)
 {
     dh_real_cudaPointerGetAttributes_t attr = DH_REAL_FN(r, cudaPointerGetAttributes);
     if (attr == NULL)
         return DH_ERR_UNSUPPORTED;
     DH_CHECK(dh__rt_quiet_begin(r));
-    struct cudaPointerAttributes da, sa;
-    memset(&da, 0, sizeof da);
-    memset(&sa, 0, sizeof sa);
-    cudaError_t e1 = attr(&da, dst), e2 = attr(&sa, src);
-    if (e1 != cudaSuccess || e2 != cudaSuccess) {
-        dh__rt_quiet_end(r);
-        return DH_ERR_UNSUPPORTED;
+    for (int i = 0; i < n; i++) {
+        struct cudaPointerAttributes a;
+        memset(&a, 0, sizeof a);
+        if (attr(&a, p[i]) != cudaSuccess) {
+            dh__rt_quiet_end(r);
+            return DH_ERR_UNSUPPORTED;
+        }
+        side[i] = dh__side_of(&a);
     }
-    *ds = dh__side_of(&da);
-    *ss = dh__side_of(&sa);
     return DH_OK;
+}
+
+static dh_status_t dh__classify(const dh_real_t *r, void *dst, const void *src, dh__side_t *ds,
+                                dh__side_t *ss)
+{
+    const void *p[2] = {dst, src};
+    dh__side_t side[2];
+    DH_CHECK(dh__classify_n(r, p, side, 2));
+    *ds = side[0];
+    *ss = side[1];
+    return DH_OK;
+}
+
+int dh__device_memory(const void *p)
+{
+    dh__side_t side;
+    return dh__classify_n(dh_real(), &p, &side, 1) == DH_OK && side == DH__DEVICE;
 }
 
 /* Whether kind agrees with where the bytes are. A contradictory kind is not deferred: the

@@ -48,6 +48,10 @@ dh_status_t dh__op_device(const dh_real_t *r, int *dev);
 dh_status_t dh__rt_quiet_begin(const dh_real_t *r);
 void dh__rt_quiet_end(const dh_real_t *r);
 
+/* Whether the runtime calls p device or managed memory (op_copy.c); 0 when it cannot say.
+ * Leaves no error on the calling thread. */
+int dh__device_memory(const void *p);
+
 /* Size in bytes of one scalar of a cudaDataType, 0 for types no GEMM scales by. */
 size_t dh__dtype_size(cudaDataType t);
 
