@@ -6,6 +6,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "real.h"
+
 static const char *const dh__nccl_names[DH_NCCL_FN_COUNT] = {
 #define DH__NCCL_FN_NAME(lib, ret, name, params, args) #name,
     DH_HOOKS_NCCL(DH__NCCL_FN_NAME)
@@ -46,6 +48,12 @@ void *dh__nccl_real_slow(dh_nccl_fn_t fn)
     int profiling = p != NULL;
     if (p == NULL)
         p = look(RTLD_NEXT, dh__nccl_names[fn]);
+    /* A libnccl loaded outside the global scope (PyTorch's, from the nvidia-nccl wheel):
+     * real.h, dh_real_lookup_loaded. */
+    if (p == NULL && (p = dh_real_lookup_loaded("libnccl.so.2", pname)) != NULL)
+        profiling = 1;
+    if (p == NULL)
+        p = dh_real_lookup_loaded("libnccl.so.2", dh__nccl_names[fn]);
     if (p != NULL) {
         atomic_store_explicit(&dh__nccl_profiling[fn], (unsigned char)profiling,
                               memory_order_relaxed);

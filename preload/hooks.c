@@ -1,6 +1,7 @@
 /* hooks.c: the real-function table, its one-time resolution and the call counters. */
 #define _GNU_SOURCE
 #include "hooks.h"
+#include "real.h"
 #include "scheduler.h"
 
 #include <dlfcn.h>
@@ -87,7 +88,11 @@ static void dh__resolve_lib(dh_hook_lib_t lib)
     for (int id = 0; id < DH_HOOK_COUNT; id++) {
         if (dh__hook_libs[id] != lib)
             continue;
+        /* The next definition after the shim, else one in a library loaded outside the
+         * global scope (real.h, dh_real_lookup_loaded: PyTorch's cuBLAS and NCCL). */
         void *p = dh_real_dlsym()(RTLD_NEXT, dh__hook_names[id]);
+        if (p == NULL)
+            p = dh_real_lookup_loaded(dh__libs[lib].soname, dh__hook_names[id]);
         dh__hook_fn[id] = p;
         total++;
         found += p != NULL;

@@ -6,6 +6,8 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common/log.h"
 
@@ -25,6 +27,12 @@ static const char *const dh__real_lib_names[DH_REAL_LIB_COUNT] = {
 };
 
 typedef void *(*dh__dlsym_fn_t)(void *, const char *);
+
+static const char *const dh__real_lib_sonames[DH_REAL_LIB_COUNT] = {
+#define DH__REAL_LIB_SONAME(lib, name) "lib" name ".so",
+    DH_REAL_LIBS(DH__REAL_LIB_SONAME)
+#undef DH__REAL_LIB_SONAME
+};
 
 /* The C library's dlsym, not whatever definition of dlsym comes first in the process: the
  * shim interposes dlsym to catch driver entry points fetched at run time, and that wrapper
@@ -56,6 +64,83 @@ static unsigned long long dh__loaded_objects(void)
     return adds;
 }
 
+/* ---- definitions outside the global scope ----
+ *
+ * dlsym(RTLD_NEXT) searches the objects of the global scope that follow the shim: the
+ * program's dependencies and whatever was dlopened with RTLD_GLOBAL. A library dlopened
+ * with RTLD_LOCAL, or loaded as a dependency of one (PyTorch: Python imports torch._C with
+ * RTLD_LOCAL, and libtorch_cuda.so brings in cuBLAS and NCCL from the nvidia-* wheels' own
+ * folders), is not in that scope, yet its users' undefined references still bind to the
+ * preloaded shim, which is in it. Seen on a GPU machine (2026-11-26): RTLD_NEXT found no
+ * cublasSetStream_v2 and no ncclGetVersion under PyTorch 2.11. So when RTLD_NEXT finds
+ * nothing, the loaded objects named like the library are asked directly: a handle from
+ * dlopen(path, RTLD_NOLOAD) makes dlsym search that object and its dependencies only. */
+
+#define DH__LOADED_MAX 8
+
+typedef struct dh__loaded {
+    const char *prefix; /* "libcublas.so": the file name up to and including ".so" */
+    size_t plen;
+    int n;
+    char *path[DH__LOADED_MAX];
+} dh__loaded_t;
+
+static int dh__loaded_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    dh__loaded_t *l = data;
+    const char *name = info->dlpi_name;
+    if (name == NULL || *name == '\0' || l->n == DH__LOADED_MAX)
+        return 0;
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    /* libcublas.so.13 and libcublas.so, not libcublasLt.so.13. */
+    if (strncmp(base, l->prefix, l->plen) == 0 &&
+        (base[l->plen] == '\0' || base[l->plen] == '.')) {
+        char *copy = strdup(name);
+        if (copy != NULL)
+            l->path[l->n++] = copy;
+    }
+    return 0;
+}
+
+void *dh_real_lookup_loaded(const char *soname, const char *name)
+{
+    if (soname == NULL || name == NULL)
+        return NULL;
+    const char *so = strstr(soname, ".so");
+    if (so == NULL)
+        return NULL;
+    char prefix[64];
+    size_t plen = (size_t)(so - soname) + 3;
+    if (plen >= sizeof prefix)
+        return NULL;
+    memcpy(prefix, soname, plen);
+    prefix[plen] = '\0';
+    dh__loaded_t l = {.prefix = prefix, .plen = plen};
+    /* Paths first, dlopen after: no loader call from inside the walk. */
+    dl_iterate_phdr(dh__loaded_cb, &l);
+    dh__dlsym_fn_t look = dh__libc_dlsym();
+    void *p = NULL;
+    for (int i = 0; i < l.n; i++) {
+        if (p == NULL) {
+            void *h = dlopen(l.path[i], RTLD_LAZY | RTLD_NOLOAD);
+            if (h != NULL) {
+                p = look(h, name);
+                dlclose(h);
+            }
+        }
+        free(l.path[i]);
+    }
+    return p;
+}
+
+void *dh_real_next(const char *soname, const char *name)
+{
+    void *p = dh__libc_dlsym()(RTLD_NEXT, name);
+    return p != NULL ? p : dh_real_lookup_loaded(soname, name);
+}
+
 /* Looks up every entry that is still NULL. Caller holds dh__real_lock or runs under
  * dh__real_once. */
 static void dh__real_fill(void)
@@ -63,7 +148,8 @@ static void dh__real_fill(void)
     void *p;
 #define DH__REAL_FILL(lib, ret, name, params)                                           \
     if (atomic_load_explicit(&dh__real.name, memory_order_relaxed) == NULL &&          \
-        (p = dh__dlsym(RTLD_NEXT, #name)) != NULL) {                                   \
+        ((p = dh__dlsym(RTLD_NEXT, #name)) != NULL ||                                  \
+         (p = dh_real_lookup_loaded(dh__real_lib_sonames[DH_REAL_LIB_##lib], #name)) != NULL)) { \
         atomic_store_explicit(&dh__real.name, (ret(*) params)p, memory_order_release); \
         atomic_fetch_add_explicit(&dh__real_found[DH_REAL_LIB_##lib], 1,               \
                                   memory_order_relaxed);                               \

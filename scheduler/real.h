@@ -203,6 +203,15 @@ const dh_real_t *dh_real_refresh(void);
  * NULL. */
 #define DH_REAL_FN(r, name) ((r)->name != NULL ? (r)->name : dh_real_refresh()->name)
 
+/* The definition of name in a loaded object named like soname ("libcublas.so.13" and
+ * "libcublas.so" both mean any loaded libcublas.so*), asked through a handle of that
+ * object: it finds libraries loaded outside the global scope (RTLD_LOCAL), which
+ * dlsym(RTLD_NEXT) does not search. NULL when none is loaded or none defines it. Costs a
+ * dl_iterate_phdr walk and a dlopen(RTLD_NOLOAD) per match: for resolution, not per call.
+ * dh_real_next: dlsym(RTLD_NEXT, name) from the shim, else dh_real_lookup_loaded. */
+void *dh_real_lookup_loaded(const char *soname, const char *name);
+void *dh_real_next(const char *soname, const char *name);
+
 /* Number of entries of lib found so far (0: the library is not loaded, or not reachable
  * from the shim). For diagnostics. */
 int dh_real_lib_found(dh_real_lib_t lib);

@@ -74,3 +74,17 @@ dh_add_test(NAME shim.errors COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/shim/errprobe.s
   ENV "DH_TEST_ERRPROBE=$<TARGET_FILE:shim_errprobe>" "DH_TEST_SHIM=$<TARGET_FILE:dhelix_shim>"
       "DH_TEST_PRELOAD=${_cov_pre}:${_cov_libs}" "DH_TEST_VGPU_PRELOAD=${_cov_vgpu}${_cov_libs}"
       "DH_TEST_LIBDIR=${VGPU_LIBDIR}")
+
+# CUDA libraries outside the global scope (a library dlopened with RTLD_LOCAL brings them
+# in, as Python does with PyTorch): the shim alone is preloaded and must still find them.
+add_library(local_user SHARED ${_cov_dir}/local_user.c)
+target_link_libraries(local_user PRIVATE dh::real_cuda)
+set_target_properties(local_user PROPERTIES C_VISIBILITY_PRESET hidden)
+add_executable(shim_local_scope ${_cov_dir}/local_scope.c)
+target_link_libraries(shim_local_scope PRIVATE ${CMAKE_DL_LIBS})
+add_dependencies(shim_local_scope local_user dhelix_shim vgpu_all)
+dh_add_test(NAME shim.local_scope COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/shim/local_scope.sh
+  LABELS shim asan TIMEOUT 60
+  ENV "DH_TEST_PROG=$<TARGET_FILE:shim_local_scope>" "DH_TEST_LIB=$<TARGET_FILE:local_user>"
+      "DH_TEST_SHIM=$<TARGET_FILE:dhelix_shim>" "DH_TEST_SAN=${DH_SANITIZER_PRELOAD}"
+      "DH_TEST_LIBDIR=${VGPU_LIBDIR}")
