@@ -43,6 +43,10 @@
     X(CUDART, cudaError_t, cudaLaunchKernelExC,                                             \
       (const cudaLaunchConfig_t *config, const void *func, void **args),                    \
       (config, func, args))                                                                 \
+    X(CUDART, cudaError_t, __cudaLaunchKernel,                                              \
+      (cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,     \
+       cudaStream_t stream),                                                                \
+      (kernel, gridDim, blockDim, args, sharedMem, stream))                                 \
     X(CUDART, cudaError_t, cudaMemcpyAsync,                                                 \
       (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,                  \
        cudaStream_t stream),                                                                \
@@ -102,6 +106,9 @@
       blockDim, args, sharedMem, stream)) \
     X(CUDART, cudaError_t, cudaLaunchKernelExC_ptsz, (const cudaLaunchConfig_t *config, \
       const void *func, void **args), (config, func, args)) \
+    X(CUDART, cudaError_t, __cudaLaunchKernel_ptsz, (cudaKernel_t kernel, dim3 gridDim, \
+      dim3 blockDim, void **args, size_t sharedMem, cudaStream_t stream), (kernel, gridDim, \
+      blockDim, args, sharedMem, stream)) \
     X(CUDART, cudaError_t, cudaMemcpyAsync_ptsz, (void *dst, const void *src, size_t \
       count, enum cudaMemcpyKind kind, cudaStream_t stream), (dst, src, count, kind, \
       stream)) \

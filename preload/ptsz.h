@@ -11,6 +11,16 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+/* What nvcc 13 generates for `kernel<<<...>>>` (crt/host_runtime.h, __cudaLaunch, unless
+ * __NV_LEGACY_LAUNCH): the stub fetches a cudaKernel_t once with __cudaGetKernel and
+ * launches through __cudaLaunchKernel (or _ptsz under the per-thread default stream,
+ * crt/device_functions.h), never through cudaLaunchKernel. PyTorch 2.11 built with CUDA
+ * 13 launches every kernel of its own this way. Declared by the headers only for nvcc. */
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                               size_t sharedMem, cudaStream_t stream);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+                                    void **args, size_t sharedMem, cudaStream_t stream);
+
 cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
                                   size_t sharedMem, cudaStream_t stream);
 cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func,

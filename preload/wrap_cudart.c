@@ -28,6 +28,16 @@ DH_CAPTURE_WRAPPER(cudaError_t, cudaLaunchKernelExC,
                    (const cudaLaunchConfig_t *config, const void *func, void **args),
                    (config, func, args), dh_op_capture_kernel_ex(&op_, config, func, args))
 
+/* nvcc 13's kernel<<<...>>> (ptsz.h). The runtime's parameter and name queries take the
+ * cudaKernel_t as it is (cuda_runtime_api.h, cudaFuncGetParamInfo: "If func is not a
+ * device entry function, then it is assumed to be a cudaKernel_t"). */
+DH_CAPTURE_WRAPPER(cudaError_t, __cudaLaunchKernel,
+                   (cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                    size_t sharedMem, cudaStream_t stream),
+                   (kernel, gridDim, blockDim, args, sharedMem, stream),
+                   dh_op_capture_kernel_handle(&op_, kernel, gridDim, blockDim, args,
+                                               sharedMem, stream))
+
 DH_CAPTURE_WRAPPER(cudaError_t, cudaMemcpyAsync,
                    (void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                     cudaStream_t stream),

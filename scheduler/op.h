@@ -110,6 +110,11 @@ struct dh_op {
  * are those of the API call. ---- */
 dh_status_t dh_op_capture_kernel(dh_op_t **out, const void *func, dim3 grid, dim3 block,
                                  void **args, size_t shmem, cudaStream_t s);
+/* A launch through __cudaLaunchKernel (nvcc 13's <<<>>>): a KERNEL op replayed through
+ * the same entry point. */
+dh_status_t dh_op_capture_kernel_handle(dh_op_t **out, cudaKernel_t kernel, dim3 grid,
+                                        dim3 block, void **args, size_t shmem,
+                                        cudaStream_t s);
 dh_status_t dh_op_capture_kernel_ex(dh_op_t **out, const cudaLaunchConfig_t *cfg,
                                     const void *func, void **args);
 dh_status_t dh_op_capture_cu_kernel(dh_op_t **out, CUfunction f, unsigned gx, unsigned gy,

@@ -189,6 +189,7 @@ typedef struct dh__kernel_pl {
     unsigned grid[3], block[3];
     size_t shmem;
     int ex;               /* launched through cudaLaunchKernelExC / cuLaunchKernelEx */
+    int handle;           /* KERNEL: func is a cudaKernel_t from __cudaLaunchKernel */
     unsigned num_attrs;
     const void *attrs;    /* cudaLaunchAttribute / CUlaunchAttribute array */
     void **argv;          /* argv[i] -> parameter i in the packed copy; NULL when none */
@@ -208,6 +209,7 @@ typedef struct dh__launch {
     size_t shmem;
     cudaStream_t stream;
     int ex;
+    int handle;
     const void *attrs;
     unsigned num_attrs;
     size_t attr_size;     /* sizeof one attribute of this API */
@@ -339,6 +341,7 @@ static dh_status_t dh__capture_launch(dh_op_t **out, const dh__launch_t *l)
     memcpy(p->block, l->block, sizeof p->block);
     p->shmem = l->shmem;
     p->ex = l->ex;
+    p->handle = l->handle;
     p->num_attrs = l->num_attrs;
     p->attrs = l->num_attrs > 0 ? l->attrs : NULL;
     p->argv = NULL;
@@ -389,6 +392,22 @@ dh_status_t dh_op_capture_kernel(dh_op_t **out, const void *func, dim3 grid, dim
     dh__launch_t l = dh__launch_zero;
     l.kind = DH_OP_KERNEL;
     l.func = func;
+    dh__dims(l.grid, grid.x, grid.y, grid.z);
+    dh__dims(l.block, block.x, block.y, block.z);
+    l.shmem = shmem;
+    l.stream = s;
+    l.attr_size = sizeof(cudaLaunchAttribute);
+    l.params = args;
+    return dh__capture_launch(out, &l);
+}
+
+dh_status_t dh_op_capture_kernel_handle(dh_op_t **out, cudaKernel_t kernel, dim3 grid,
+                                        dim3 block, void **args, size_t shmem, cudaStream_t s)
+{
+    dh__launch_t l = dh__launch_zero;
+    l.kind = DH_OP_KERNEL;
+    l.func = (const void *)kernel;
+    l.handle = 1;
     dh__dims(l.grid, grid.x, grid.y, grid.z);
     dh__dims(l.block, block.x, block.y, block.z);
     l.shmem = shmem;
@@ -468,6 +487,11 @@ static int dh__replay_kernel(dh_op_t *op, const dh_replay_ctx_t *ctx)
     const dh__kernel_pl_t *p = (const dh__kernel_pl_t *)op->payload;
     dim3 g = {p->grid[0], p->grid[1], p->grid[2]};
     dim3 b = {p->block[0], p->block[1], p->block[2]};
+    if (p->handle) {
+        dh_real___cudaLaunchKernel_t fn = DH_REAL_FN(r, __cudaLaunchKernel);
+        return fn != NULL ? fn((cudaKernel_t)p->func, g, b, p->argv, p->shmem, ctx->stream)
+                          : cudaErrorInitializationError;
+    }
     if (!p->ex) {
         dh_real_cudaLaunchKernel_t fn = DH_REAL_FN(r, cudaLaunchKernel);
         return fn != NULL ? fn(p->func, g, b, p->argv, p->shmem, ctx->stream)

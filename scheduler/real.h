@@ -43,6 +43,9 @@
        cudaStream_t stream))                                                                \
     X(CUDART, cudaError_t, cudaLaunchKernelExC,                                             \
       (const cudaLaunchConfig_t *config, const void *func, void **args))                    \
+    X(CUDART, cudaError_t, __cudaLaunchKernel,                                              \
+      (cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,     \
+       cudaStream_t stream))                                                                \
     X(CUDART, cudaError_t, cudaFuncGetParamInfo,                                            \
       (const void *func, size_t paramIndex, size_t *paramOffset, size_t *paramSize))        \
     X(CUDART, cudaError_t, cudaFuncGetName, (const char **name, const void *func))          \

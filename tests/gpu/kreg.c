@@ -14,7 +14,8 @@
  *     use for costs);
  *   - interposes the runtime entry points that take a kernel by its host pointer
  *     (cudaLaunchKernel, cudaLaunchKernelExC, cudaGetFuncBySymbol, cudaFuncGetParamInfo,
- *     cudaFuncGetAttributes, cudaFuncGetName) and replaces a registered stub by its device
+ *     cudaFuncGetAttributes, cudaFuncGetName, and __cudaGetKernel, whose cudaKernel_t the
+ *     programs then launch with __cudaLaunchKernel as nvcc 13 code does) and replaces a registered stub by its device
  *     function before calling the next definition (the shim, else the runtime).
  * The driver paths (cuLaunchKernel, cuLaunchKernelEx) need nothing: the programs take their
  * CUfunction from cudaGetFuncBySymbol. So the shim sees exactly what it would see from a
@@ -102,6 +103,7 @@ typedef cudaError_t (*by_symbol_fn)(cudaFunction_t *, const void *);
 typedef cudaError_t (*param_info_fn)(const void *, size_t, size_t *, size_t *);
 typedef cudaError_t (*attributes_fn)(struct cudaFuncAttributes *, const void *);
 typedef cudaError_t (*name_fn)(const char **, const void *);
+typedef cudaError_t (*get_kernel_fn)(cudaKernel_t *, const void *);
 
 static struct {
     pthread_once_t once;
@@ -111,7 +113,8 @@ static struct {
     param_info_fn param_info;
     attributes_fn attributes;
     name_fn name;
-} R = {PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL, NULL, NULL};
+    get_kernel_fn get_kernel;
+} R = {PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 static void *next(const char *name)
 {
@@ -128,6 +131,7 @@ static void resolve(void)
     *(void **)&R.param_info = next("cudaFuncGetParamInfo");
     *(void **)&R.attributes = next("cudaFuncGetAttributes");
     *(void **)&R.name = next("cudaFuncGetName");
+    *(void **)&R.get_kernel = next("__cudaGetKernel");
 }
 
 #define REAL(f) (pthread_once(&R.once, resolve), R.f)
@@ -167,4 +171,11 @@ EXPORT cudaError_t cudaFuncGetName(const char **name, const void *func)
 {
     name_fn f = REAL(name);
     return f ? f(name, dev_of(func)) : cudaErrorNotSupported;
+}
+
+EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func);
+EXPORT cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func)
+{
+    get_kernel_fn f = REAL(get_kernel);
+    return f ? f(kernel, dev_of(func)) : cudaErrorNotSupported;
 }

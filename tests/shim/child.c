@@ -100,6 +100,7 @@ static void calls_runtime(void)
     /* CAPTURE */
     (void)cudaLaunchKernel((const void *)calls_runtime, one, one, NULL, 0, s);
     (void)cudaLaunchKernelExC(&cfg, (const void *)calls_runtime, NULL);
+    (void)__cudaLaunchKernel((cudaKernel_t)(void *)calls_runtime, one, one, NULL, 0, s);
     (void)cudaMemcpyAsync(NULL, NULL, 0, cudaMemcpyHostToHost, s);
     (void)cudaMemsetAsync(NULL, 0, 0, s);
     (void)cudaLaunchHostFunc(s, noop_host_fn, NULL);
@@ -134,6 +135,7 @@ static void calls_runtime(void)
     (void)cudaMallocFromPoolAsync(&p, 16, NULL, s);
     (void)cudaLaunchKernel_ptsz((const void *)calls_runtime, one, one, NULL, 0, s);
     (void)cudaLaunchKernelExC_ptsz(&cfg, (const void *)calls_runtime, NULL);
+    (void)__cudaLaunchKernel_ptsz((cudaKernel_t)(void *)calls_runtime, one, one, NULL, 0, s);
     (void)cudaMemcpyAsync_ptsz(NULL, NULL, 0, cudaMemcpyHostToHost, s);
     (void)cudaMemsetAsync_ptsz(NULL, 0, 0, s);
     (void)cudaLaunchHostFunc_ptsz(s, noop_host_fn, NULL);

@@ -22,7 +22,8 @@
  *     Lt call of the process (Transformer Engine's habit); descriptors, layouts,
  *     preference and algo made for the call and destroyed (or stack storage scribbled
  *     over) right after it;
- *   - kernels through cudaLaunchKernel, cudaLaunchKernelExC with launch attributes,
+ *   - kernels through cudaLaunchKernel, nvcc 13's __cudaLaunchKernel (and _ptsz) with a
+ *     cudaKernel_t from __cudaGetKernel, cudaLaunchKernelExC with launch attributes,
  *     cuLaunchKernel and cuLaunchKernelEx from cuGetProcAddress_v2 (default and per-thread
  *     flavours) and cuLaunchKernel from dlsym(RTLD_DEFAULT) with packed `extra` arguments;
  *     the arguments live in one reused buffer;
@@ -154,7 +155,7 @@ static void forward(int it, int mb)
     for (int r = 0; r < 3; r++) {
         float *tmp = NULL;
         CK_RT(cudaMallocAsync((void **)&tmp, XN * sizeof(float), G.s0));
-        cov_launch(L_RT, K_SCALE, G.s0, tmp, a->x, 0.1f * (float)(r + 1), XN);
+        cov_launch(L_KH, K_SCALE, G.s0, tmp, a->x, 0.1f * (float)(r + 1), XN);
         cov_launch(L_RT, K_ADD, G.s0, a->x, tmp, XN);
         CK_RT(cudaFreeAsync(tmp, G.s0));
     }
@@ -284,6 +285,7 @@ static void backward(cublasHandle_t h, int it, int mb)
     cov_launch(L_CUEX_PTSZ, K_SCALE, G.s_comm, dh1r, dh1r, 1.0f, FN);
     cov_launch(L_RT_PTSZ, K_SCALE, G.s_comm, dh1r, dh1r, 1.0f, FN);
     cov_launch(L_EXC_PTSZ, K_SCALE, G.s_comm, dh1r, dh1r, 1.0f, FN);
+    cov_launch(L_KH_PTSZ, K_SCALE, G.s_comm, dh1r, dh1r, 1.0f, FN);
     CK_RT(cudaEventRecordWithFlags(G.ev_comm[k], G.s_comm, cudaEventRecordDefault));
     CK_RT(cudaStreamWaitEvent(G.s0, G.ev_comm[k], 0));
 

@@ -78,7 +78,10 @@ typedef enum cov_path {
     L_CUEX,       /* cuLaunchKernelEx from cuGetProcAddress_v2, with an attribute */
     L_CUEX_PTSZ,  /* the same, per-thread default stream */
     L_RT_PTSZ,    /* cudaLaunchKernel_ptsz (the shim drains for it and forwards) */
-    L_EXC_PTSZ    /* cudaLaunchKernelExC_ptsz, likewise */
+    L_EXC_PTSZ,   /* cudaLaunchKernelExC_ptsz, likewise */
+    L_KH,         /* __cudaLaunchKernel with the kernel's cudaKernel_t from __cudaGetKernel:
+                     what nvcc 13 generates for kernel<<<...>>> */
+    L_KH_PTSZ     /* __cudaLaunchKernel_ptsz (the shim drains for it and forwards) */
 } cov_path_t;
 
 /* Launches kernel k on s; the arguments follow its signature (pointers, float as double,

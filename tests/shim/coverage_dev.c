@@ -357,6 +357,14 @@ static int kernel_id(const char *name)
 
 /* ---- launch paths and the driver table ---- */
 
+/* nvcc 13's launch path (crt/host_runtime.h, crt/device_functions.h), which the CUDA
+ * headers declare only for nvcc. */
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                               size_t sharedMem, cudaStream_t stream);
+cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim,
+                                    void **args, size_t sharedMem, cudaStream_t stream);
+
 typedef CUresult (*launch_fn_t)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                 unsigned, unsigned, CUstream, void **, void **);
 typedef CUresult (*launch_ex_fn_t)(const CUlaunchConfig *, CUfunction, void **, void **);
@@ -378,6 +386,7 @@ static struct {
     launch_fn_t launch[3];        /* cuGetProcAddress_v2, dlsym(RTLD_DEFAULT), per-thread */
     launch_ex_fn_t launch_ex[2];  /* cuGetProcAddress_v2, per-thread */
     CUfunction fn[K_COUNT];
+    cudaKernel_t kh[K_COUNT];     /* __cudaGetKernel */
     size_t off[K_COUNT][MAXP], pack_size[K_COUNT];
     argval_t val[MAXP];
     void *argv[MAXP];
@@ -466,6 +475,7 @@ void cov_dev_init(float *decoy)
             cov_die(__LINE__, "vgpu_register_kernel(%s) failed", d.name);
         cudaFunction_t f;
         CK_RT(cudaGetFuncBySymbol(&f, kdefs[k].stub));
+        CK_RT(__cudaGetKernel(&A.kh[k], kdefs[k].stub));
         A.fn[k] = (CUfunction)f;
         for (int i = 0; i < d.nparams; i++) {
             size_t size = 0;
@@ -638,6 +648,12 @@ void cov_launch(cov_path_t path, cov_kernel_t k, cudaStream_t s, ...)
         break;
     case L_EXC_PTSZ:
         CK_RT(launch_exc(k, s, cudaLaunchKernelExC_ptsz));
+        break;
+    case L_KH:
+        CK_RT(__cudaLaunchKernel(A.kh[k], grid1, block256, A.argv, 0, s));
+        break;
+    case L_KH_PTSZ:
+        CK_RT(__cudaLaunchKernel_ptsz(A.kh[k], grid1, block256, A.argv, 0, s));
         break;
     }
     poison_args(k);

@@ -114,6 +114,31 @@ VG_API cudaError_t cudaLaunchKernel_ptsz(const void *f, dim3 g, dim3 b, void **a
     return cudaLaunchKernel(f, g, b, args, shm, vg_ptsz(s));
 }
 
+/* nvcc 13's kernel<<<...>>> (crt/host_runtime.h, __cudaLaunch): the stub fetches a
+ * cudaKernel_t once and launches through __cudaLaunchKernel. Here a kernel's handle is its
+ * registry entry, which every entry point taking a function also accepts. */
+VG_API cudaError_t __cudaGetKernel(cudaKernel_t *out, const void *f);
+VG_API cudaError_t __cudaGetKernel(cudaKernel_t *out, const void *f)
+{
+    if (!out) RET(cudaErrorInvalidValue);
+    const vg_kernel_t *k = vg_kernel_find(f);
+    if (!k) RET(cudaErrorInvalidDeviceFunction);
+    *out = (cudaKernel_t)(void *)k;
+    return cudaSuccess;
+}
+
+VG_API cudaError_t __cudaLaunchKernel(cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s);
+VG_API cudaError_t __cudaLaunchKernel(cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s)
+{
+    RET(vg_launch((const void *)k, g, b, args, shm, s, "__cudaLaunchKernel"));
+}
+
+VG_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s);
+VG_API cudaError_t __cudaLaunchKernel_ptsz(cudaKernel_t k, dim3 g, dim3 b, void **args, size_t shm, cudaStream_t s)
+{
+    return __cudaLaunchKernel(k, g, b, args, shm, vg_ptsz(s));
+}
+
 VG_API cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *c, const void *f, void **args)
 {
     if (!c || (c->numAttrs && !c->attrs)) RET(cudaErrorInvalidValue);
