@@ -9,6 +9,9 @@
 #   jitter: plan runs whose dispatchers fall behind at random (the order is the program's)
 #   rotated_plan: a plan that pairs the last backward with the gradient reduction (exact,
 #     no race: the runtime runs that pair one after the other)
+if(NOT DH_HAVE_MPI) # every scenario starts several ranks under mpiexec (cmake/Dependencies.cmake)
+  return()
+endif()
 set(_si_dir ${CMAKE_CURRENT_SOURCE_DIR}/si)
 set(_si_scenarios tp_sp pp_1f1b pp_tp cp dp_ogr moe_ep
     desync_extra desync_missing desync_shape
