@@ -64,6 +64,7 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
     DH__META_NUM("kick_flushes", st.kick_flushes);
     DH__META_NUM("lag_waits", st.lag_waits);
     DH__META_NUM("max_held_back", st.max_held_back);
+    DH__META_NUM("events_destroyed_later", st.events_destroyed_later);
     if (dh_sched_mode() == DH_MODE_PLAN) {
         DH__META_NUM("plan_iterations", st.plan_iterations);
         DH__META_NUM("plan_desyncs", st.plan_desyncs);

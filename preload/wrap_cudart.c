@@ -155,13 +155,16 @@ DH_HOOK_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t
     return rc;
 }
 
-/* Destroying an event whose record is queued issues that record first; the event's
- * bookkeeping goes (a new event may get the same handle). */
+/* Destroying an event whose record is queued destroys it once that record is issued
+ * (scheduler.h, dh_sched_event_destroy_later); otherwise now, and the event's bookkeeping
+ * goes (a new event may get the same handle). */
 DH_HOOK_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
     DH_WRAP_ENTER(CUDART, cudaError_t, cudaEventDestroy);
-    if (dh__may_defer() && dh_sched_event_pending(event))
-        dh_sched_drain(DH_DRAIN_STREAM_DESTROY);
+    if (dh__may_defer() && event != NULL && dh_sched_event_destroy_later(event, 0)) {
+        dh__hook_leave();
+        return cudaSuccess;
+    }
     if (dh_sched_mirroring())
         dh_sched_event_forget(event);
     cudaError_t rc = real_(event);

@@ -90,6 +90,7 @@
     X(CUDART, const char *, cudaGetErrorName, (cudaError_t error))
 
 #define DH_REAL_DRIVER(X)                                                                   \
+    X(DRIVER, CUresult, cuEventDestroy_v2, (CUevent hEvent))                                \
     X(DRIVER, CUresult, cuLaunchKernel,                                                     \
       (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,   \
        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,              \

@@ -223,6 +223,34 @@ void dh_sched_event_forget(cudaEvent_t e)
     pthread_mutex_unlock(&dh__s.lock);
 }
 
+int dh_sched_event_destroy_later(cudaEvent_t e, int driver)
+{
+    pthread_mutex_lock(&dh__s.lock);
+    dh_evrec_t *r = dh__evrec(e, 0);
+    int later = r && r->latest && !r->latest->recorded;
+    if (later) {
+        r->doomed = driver ? 2 : 1;
+        dh__s.stats.events_destroyed_later++;
+    }
+    pthread_mutex_unlock(&dh__s.lock);
+    return later;
+}
+
+void dh__event_recorded(cudaEvent_t e, dh_evinst_t *i)
+{
+    dh_evrec_t *r = dh__evrec(e, 0);
+    if (!r || !r->doomed || r->latest != i)
+        return;
+    const dh_real_t *R = dh_real();
+    if (r->doomed == 2 && DH_REAL_FN(R, cuEventDestroy_v2) != NULL)
+        (void)R->cuEventDestroy_v2((CUevent)e);
+    else if (DH_REAL_FN(R, cudaEventDestroy) != NULL)
+        (void)R->cudaEventDestroy(e);
+    dh__inst_unref(r->latest);
+    HASH_DEL(dh__s.events, r);
+    free(r);
+}
+
 /* Lock held: the strand the program's next op is expected on (0 outside two strands). */
 static int dh__predict_strand_locked(void)
 {

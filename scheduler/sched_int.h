@@ -38,6 +38,8 @@ typedef struct dh_evinst {
 typedef struct dh_evrec {
     cudaEvent_t key;
     dh_evinst_t *latest;     /* lock */
+    int doomed;              /* lock: destroyed by the framework while latest was queued:
+                                1 through the runtime, 2 through the driver */
     UT_hash_handle hh;
 } dh_evrec_t;
 
@@ -127,6 +129,9 @@ void dh__flush_to(uint64_t lim);
  * single-strand group under way, every group before it complete). */
 void dh__let_out(uint64_t lim, uint64_t gend);
 void dh__inst_unref(dh_evinst_t *inst);
+/* Lock held: the record of framework event e into instance i was replayed; destroys e if
+ * the framework destroyed it meanwhile and this was its latest record. */
+void dh__event_recorded(cudaEvent_t e, dh_evinst_t *i);
 /* Lock held. Keeps cuda_err as the pending error unless one is already pending (the first
  * failure is the one a program without the shim would have met first). */
 void dh__sched_error_note(int cuda_err, const char *what);

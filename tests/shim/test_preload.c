@@ -527,7 +527,7 @@ static void expect_meta(fx_t *f, const char *mode, int deferring)
                                          "replay_errors", "call_rejects", "call_learns", "cross_strand_barriers",
                                          "paired_groups", "dependency_moves",
                                          "order_fallbacks", "kick_flushes", "lag_waits",
-                                         "max_held_back"};
+                                         "max_held_back", "events_destroyed_later"};
     const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);
     const size_t ndrains = sizeof(drains) / sizeof(drains[0]);
     const size_t ntotals = sizeof(totals) / sizeof(totals[0]);
