@@ -441,7 +441,10 @@ static void dh__run(dh_batch_t *b)
                     v->since[d->strand ? 1 : 0] = 1;
                 dh__retire(d->op, d->rc);
             }
+            int doomed = dh__s.ndoomed > 0;
             pthread_mutex_unlock(&dh__s.lock);
+            if (doomed)
+                dh__destroy_doomed();
         }
         if (!it)
             break;

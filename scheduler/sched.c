@@ -241,14 +241,40 @@ void dh__event_recorded(cudaEvent_t e, dh_evinst_t *i)
     dh_evrec_t *r = dh__evrec(e, 0);
     if (!r || !r->doomed || r->latest != i)
         return;
-    const dh_real_t *R = dh_real();
-    if (r->doomed == 2 && DH_REAL_FN(R, cuEventDestroy_v2) != NULL)
-        (void)R->cuEventDestroy_v2((CUevent)e);
-    else if (DH_REAL_FN(R, cudaEventDestroy) != NULL)
-        (void)R->cudaEventDestroy(e);
+    if (dh__s.ndoomed == dh__s.capdoomed) {
+        size_t cap = dh__s.capdoomed ? 2 * dh__s.capdoomed : 64;
+        struct dh_doomed *d = realloc(dh__s.doomed, cap * sizeof *d);
+        if (d == NULL)
+            return; /* kept doomed: the next record retired retries; else it leaks */
+        dh__s.doomed = d;
+        dh__s.capdoomed = cap;
+    }
+    dh__s.doomed[dh__s.ndoomed++] = (struct dh_doomed){e, r->doomed == 2};
     dh__inst_unref(r->latest);
     HASH_DEL(dh__s.events, r);
     free(r);
+}
+
+void dh__destroy_doomed(void)
+{
+    pthread_mutex_lock(&dh__s.lock);
+    struct dh_doomed *d = dh__s.doomed;
+    size_t n = dh__s.ndoomed;
+    dh__s.doomed = NULL;
+    dh__s.ndoomed = dh__s.capdoomed = 0;
+    pthread_mutex_unlock(&dh__s.lock);
+    if (n == 0) {
+        free(d);
+        return;
+    }
+    const dh_real_t *R = dh_real();
+    for (size_t k = 0; k < n; k++) {
+        if (d[k].driver && DH_REAL_FN(R, cuEventDestroy_v2) != NULL)
+            (void)R->cuEventDestroy_v2((CUevent)d[k].ev);
+        else if (DH_REAL_FN(R, cudaEventDestroy) != NULL)
+            (void)R->cudaEventDestroy(d[k].ev);
+    }
+    free(d);
 }
 
 /* Lock held: the strand the program's next op is expected on (0 outside two strands). */
