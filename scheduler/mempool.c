@@ -2,9 +2,12 @@
 #include "mempool.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "breaks.h"
+#include "common/log.h"
+#include "real.h"
 
 typedef enum { DH__BLK_PARKED, DH__BLK_TAKEN } dh__blk_state_t;
 
@@ -132,6 +135,25 @@ int dh_mpool_release(dh_op_t *op)
     pthread_mutex_unlock(&dh__mp_lock);
     free(b);
     return taken;
+}
+
+void dh_mpool_policy(int device)
+{
+    static _Atomic unsigned char done[256];
+    if (device < 0 || device >= 256 || atomic_exchange(&done[device], 1))
+        return;
+    const dh_real_t *R = dh_real();
+    cudaMemPool_t pool;
+    int off = 0;
+    if (!R->cudaDeviceGetMemPool || !R->cudaMemPoolSetAttribute ||
+        R->cudaDeviceGetMemPool(&pool, device) != cudaSuccess ||
+        R->cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &off) !=
+            cudaSuccess) {
+        DH_WARN(SCHED, "device %d: could not turn off the memory pool's internal dependencies; "
+                "an allocation may make one strand wait for the other", device);
+        return;
+    }
+    DH_INFO(SCHED, "device %d: memory pool reuse without internal dependencies", device);
 }
 
 void dh_mpool_stats(dh_mpool_stats_t *out, uint64_t *parked_now)

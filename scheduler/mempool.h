@@ -74,6 +74,12 @@ void *dh_mpool_take(size_t size, const dh_mpool_where_t *w, uint64_t *freed_byte
  * when it must really be freed (it has left the pool). Clears op->pool_blk. Safe to call
  * on an op without a block (answers 0). */
 int dh_mpool_release(dh_op_t *op);
+/* Sets, once per device, the reuse policies of the device's current pool (the one
+ * cudaMallocAsync allocates from) that the shim runs with: no internal dependencies (the
+ * driver would make the allocating strand's stream wait for the other strand's pending
+ * free: the strands would run one after the other); opportunistic reuse and event
+ * dependencies stay as CUDA sets them (README, "Memory"). Any thread. */
+void dh_mpool_policy(int device);
 /* Counters, and the bytes parked now. */
 void dh_mpool_stats(dh_mpool_stats_t *out, uint64_t *parked_now);
 /* Pure rule (exposed for tests): may a block parked by (strand, group) on fstream be used

@@ -214,10 +214,14 @@ static int dh__pooling(void)
 
 void *dh_sched_alloc_reuse(size_t size, cudaStream_t s)
 {
-    if (!size || !dh__pooling())
+    dh_mode_t m = dh__s.mode;
+    if (!size || !(m == DH_MODE_STRESS || m == DH_MODE_STRANDS || m == DH_MODE_PLAN))
         return NULL;
     dh_mpool_where_t w = {0, s, 0, 0, 0};
     dh_real()->cudaGetDevice(&w.device);
+    dh_mpool_policy(w.device);
+    if (!dh__pooling())
+        return NULL;
     pthread_mutex_lock(&dh__s.lock);
     if (dh__s.mode != DH_MODE_PLAN || !dh_tracker_predict_where(&w.strand, &w.group))
         w.strand = dh__predict_strand_locked();
