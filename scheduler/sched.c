@@ -14,6 +14,7 @@
 
 #include "common/log.h"
 #include "deps.h"
+#include "mempool.h"
 #include "memtab.h"
 #include "profile_rec.h"
 #include "real.h"
@@ -201,6 +202,37 @@ void dh_sched_alloc_note(void *p, size_t size)
 uint64_t dh_sched_stamp(void) { return atomic_load_explicit(&dh__s.stamp, memory_order_relaxed) + 1; }
 
 size_t dh_sched_alloc_take(void *p) { return dh_memtab_remove((uintptr_t)p); }
+
+/* Whether captured frees park their blocks for reuse (mempool.h): the deferring modes that
+ * reorder (profile issues every op at once and records the program's own allocations). */
+static int dh__pooling(void)
+{
+    dh_mode_t m = dh__s.mode;
+    return (m == DH_MODE_STRESS || m == DH_MODE_STRANDS || m == DH_MODE_PLAN) &&
+           dh__s.reorder_allowed && dh_config()->share_mem;
+}
+
+void *dh_sched_alloc_reuse(size_t size, cudaStream_t s)
+{
+    dh_mode_t m = dh__s.mode;
+    if (!size || !(m == DH_MODE_STRESS || m == DH_MODE_STRANDS || m == DH_MODE_PLAN))
+        return NULL;
+    dh_mpool_where_t w = {0, s, 0, 0, 0};
+    dh_real()->cudaGetDevice(&w.device);
+    dh_mpool_policy(w.device);
+    if (!dh__pooling())
+        return NULL;
+    pthread_mutex_lock(&dh__s.lock);
+    if (dh__s.mode != DH_MODE_PLAN || !dh_tracker_predict_where(&w.strand, &w.group))
+        w.strand = dh__predict_strand_locked();
+    else
+        w.group_known = 1;
+    uint64_t freed = 0;
+    void *p = dh_mpool_take(size, &w, &freed);
+    dh__s.held_free_bytes -= freed;
+    pthread_mutex_unlock(&dh__s.lock);
+    return p;
+}
 
 static int dh__defers(dh_mode_t m)
 {
@@ -493,6 +525,8 @@ int dh_sched_submit(dh_op_t *op)
     }
     if (op->strand == 0 && dh__two_strands(dh__s.mode))
         dh_deps_s0_add(op);
+    if (op->kind == DH_OP_FREE_ASYNC && op->free_bytes && dh__pooling())
+        dh_mpool_park(op, dh_op_free_ptr(op), op->free_bytes);
     if (dh__s.mode == DH_MODE_PROFILE) {
         op->prof = dh_prof_record(op, &d, mem, dh__stream_ordinal(op->stream), dh_deps_prof(op));
         if (op->prof) {

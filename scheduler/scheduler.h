@@ -122,6 +122,11 @@ cudaStream_t dh_sched_alloc_stream(cudaStream_t s);
  * dh_sched_alloc_take forgets it and returns it (0 if unknown). */
 void dh_sched_alloc_note(void *p, size_t size);
 size_t dh_sched_alloc_take(void *p);
+/* A block of exactly size bytes whose captured free the issue order puts before every use
+ * of an allocation made now on framework stream s (mempool.h), or NULL: then allocate as
+ * usual. The caller notes the block like a new allocation (dh_sched_alloc_note). Framework
+ * thread; takes the scheduler's lock. */
+void *dh_sched_alloc_reuse(size_t size, cudaStream_t s);
 /* The scheduler's op count now: the stamp of an allocation made now (memtab.h). */
 uint64_t dh_sched_stamp(void);
 
