@@ -51,10 +51,13 @@ static struct {
     dh_prof_comm_t comm_info[DH__MAX_COMMS];
     int ncomms;
     int full_warned, stopped, failed;
-    /* the current segment: hash over (sig, thread) so far, ops, first op's sig */
+    /* the current segment: hash over (sig, thread) so far, ops, first op's sig, its
+     * thread (DH__MIXED once a second thread issued in it) */
     uint64_t seg_h, seg_sig;
     size_t seg_n;
+    uint32_t seg_thread;
     uint64_t *seg_hash, *seg_first; /* [closed segment] */
+    uint32_t *seg_threads;          /* [closed segment]: seg_thread */
     size_t nsegs;
 } dh__pr;
 static int dh__comm_index(const void *reg)
@@ -83,6 +86,17 @@ static uint64_t dh__fnv(uint64_t h, uint64_t v)
     return h;
 }
 
+#define DH__MIXED UINT32_MAX
+
+/* Whether segments [a, b) hold ops of two threads or more. */
+static int dh__two_threads(size_t a, size_t b)
+{
+    for (size_t k = a; k < b; k++)
+        if (dh__pr.seg_threads[k] == DH__MIXED || dh__pr.seg_threads[k] != dh__pr.seg_threads[a])
+            return 1;
+    return 0;
+}
+
 /* Closes the current segment and applies the stop rule: recording ends at a host
  * synchronisation after which the segments recorded last repeat a period of p segments
  * that starts like the program's first iteration (its first op has the signature of the
@@ -91,7 +105,15 @@ static uint64_t dh__fnv(uint64_t h, uint64_t v)
  * three times (a first iteration cut into more or fewer segments than the others). That is
  * what the planner needs to find the iteration (planner.h, step 1). A period starting
  * elsewhere (micro-batches cut by a synchronisation each, such as MoE routing) is no
- * iteration; if none shows, the recorder goes on to DHELIX_PROFILE_OPS. */
+ * iteration; if none shows, the recorder goes on to DHELIX_PROFILE_OPS. Nor is a period
+ * whose ops all come from one thread: it has no backward phase, so nothing in it could be
+ * paired. Under PyTorch on an H100 the program's first ops, a parameter's initialisation
+ * and copy followed by a synchronisation, repeat from the first op on: the recorder stopped
+ * after 4 operations and the plan was serial (2026-11-26). Such a program's iterations do
+ * not start like its first op, so the recorder goes on to its end or DHELIX_PROFILE_OPS
+ * and the planner finds the iteration in all of it (phases.c looks past set-up and tail);
+ * stopping early there too is left for later (a rule that skips the set-up also stopped
+ * MoE profiles inside an iteration). */
 static void dh__close_segment(void)
 {
     if (!dh__pr.seg_n || dh__pr.nsegs == DH__MAX_SEGS)
@@ -99,20 +121,24 @@ static void dh__close_segment(void)
     if (!dh__pr.seg_hash) {
         dh__pr.seg_hash = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_hash);
         dh__pr.seg_first = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_first);
-        if (!dh__pr.seg_hash || !dh__pr.seg_first) {
+        dh__pr.seg_threads = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_threads);
+        if (!dh__pr.seg_hash || !dh__pr.seg_first || !dh__pr.seg_threads) {
             free(dh__pr.seg_hash);
             free(dh__pr.seg_first);
+            free(dh__pr.seg_threads);
             dh__pr.seg_hash = dh__pr.seg_first = NULL;
+            dh__pr.seg_threads = NULL;
             return;
         }
     }
     size_t m = dh__pr.nsegs++;
     dh__pr.seg_hash[m] = dh__fnv(dh__pr.seg_h, dh__pr.seg_n);
     dh__pr.seg_first[m] = dh__pr.seg_sig;
+    dh__pr.seg_threads[m] = dh__pr.seg_thread;
     dh__pr.seg_n = 0;
     m++;
     for (size_t p = 1; 2 * p <= m && dh_config()->profile_stop; p++) {
-        if (dh__pr.seg_first[m - p] != dh__pr.seg_first[0])
+        if (dh__pr.seg_first[m - p] != dh__pr.seg_first[0] || !dh__two_threads(m - p, m))
             continue;
         size_t reps = (m - p) % p == 0 ? 2 : 3;
         if (reps * p > m)
@@ -178,6 +204,9 @@ uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
         dh__close_segment();
         dh__pr.seg_h = 0xcbf29ce484222325ull;
         dh__pr.seg_sig = r.sig;
+        dh__pr.seg_thread = r.thread;
+    } else if (r.thread != dh__pr.seg_thread) {
+        dh__pr.seg_thread = DH__MIXED;
     }
     dh__pr.seg_h = dh__fnv(dh__fnv(dh__pr.seg_h, r.sig), r.thread);
     dh__pr.seg_n++;
@@ -317,6 +346,8 @@ void dh_prof_finish(void)
     }
     free(dh__pr.seg_hash);
     free(dh__pr.seg_first);
+    free(dh__pr.seg_threads);
     dh__pr.seg_hash = dh__pr.seg_first = NULL;
+    dh__pr.seg_threads = NULL;
     dh__pr.nsegs = 0;
 }

@@ -14,7 +14,7 @@ if(NOT DH_HAVE_MPI) # every scenario starts several ranks under mpiexec (cmake/D
   return()
 endif()
 set(_si_dir ${CMAKE_CURRENT_SOURCE_DIR}/si)
-set(_si_scenarios tp_sp pp_1f1b pp_tp cp dp_ogr moe_ep
+set(_si_scenarios tp_sp tp_sp_init pp_1f1b pp_tp cp dp_ogr moe_ep
     desync_extra desync_missing desync_shape
     bad_plan_json bad_plan_version bad_plan_model bad_plan_layout bad_plan_world bad_plan_truncated
     inject_stress jitter rotated_plan share_mem)

@@ -58,6 +58,9 @@ static const opt_t opts[] = {
      "interleaved 1F1B with batched p2p and a device sync (needs pp > 2)"},
     {"--comm-split", O_FLAG, F(comm_split), 1, "communicators by ncclCommSplit of the world"},
     {"--represent", O_FLAG, F(represent), 1, "representative ranks (timing-only)"},
+    {"--init-per-param", O_FLAG, F(init_per_param), 1,
+     "initial weights copied one parameter at a time, each with a stream sync (PyTorch's "
+     "model.to(\"cuda\"))"},
     {"--json", O_FLAG, F(json), 1, "JSON summary on stdout"},
     {"--quiet", O_FLAG, F(quiet), 1, "no per-iteration lines"},
     {"--gradcheck", O_INT, F(gradcheck), 0, "finite-difference check of N parameters (fp32)"},

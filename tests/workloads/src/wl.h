@@ -69,6 +69,9 @@ typedef struct wl_cfg {
                            per-pipeline-rank); > 1: the interleaved 1F1B (schedule_vpp.c) */
     int overlap_p2p;    /* Megatron's overlap_p2p_comm (default on for the interleaved
                            schedule; --no-overlap-p2p-communication turns it off) */
+    int init_per_param; /* initial weights copied one parameter at a time, each followed by
+                           a stream synchronisation, as PyTorch's model.to("cuda") after a
+                           host-side init does: the program's first operations repeat */
     int json;           /* JSON summary on stdout */
     int quiet;          /* no per-iteration lines */
     int gradcheck;      /* finite-difference checks of this many parameters (fp32) */
