@@ -9,7 +9,8 @@ import pictures
 
 COLS = (("config", 19, "<"), ("layers", 6, ">"), ("TF/s base", 9, ">"), ("SI", 6, ">"),
         ("MFU base", 8, ">"), ("SI", 5, ">"), ("speedup", 7, ">"), ("ideal", 5, ">"),
-        ("plan", 5, ">"), ("hidden", 6, ">"), ("+mem", 6, ">"), ("plan s", 6, ">"),
+        ("plan", 5, ">"), ("hidden", 6, ">"), ("+mem", 6, ">"),
+        ("MiB meas", 8, ">"), ("plan", 5, ">"), ("ratio", 6, ">"), ("plan s", 6, ">"),
         ("exact", 5, ">"), ("paper", 8, ">"))
 
 
@@ -34,13 +35,16 @@ def paper_word(r):
 
 def row_cells(r):
     if r.get("speedup") is None:
-        return [r["name"], "%s/%d" % (r.get("layers", "-"), r["layers_full"])] + ["-"] * 10 + \
+        return [r["name"], "%s/%d" % (r.get("layers", "-"), r["layers_full"])] + ["-"] * 13 + \
             [exact_word(r), paper_word(r)]
     return [r["name"], "%d/%d" % (r["layers"], r["layers_full"]), "%.1f" % r["baseline_tflops"],
             "%.1f" % r["si_tflops"], "%.1f%%" % (100 * r["baseline_mfu"]), "%.1f%%" % (100 * r["si_mfu"]),
             "%.3f" % r["speedup"], f(r.get("ideal_speedup"), "%.2f"), f(r.get("predicted_speedup"), "%.2f"),
             f(None if r.get("hidden_comm_fraction") is None else 100 * r["hidden_comm_fraction"], "%.0f%%"),
-            "%+.0f%%" % r["extra_mem_pct"], f(r.get("planning_s"), "%.3f"), exact_word(r), paper_word(r)]
+            "%+.1f%%" % r["extra_mem_pct"], f(r.get("measured_extra_mem_mib"), "%.0f"),
+            "%.0f" % r["planned_extra_mem_mib"],
+            f(r.get("planned_vs_measured_mem"), "%.2f") + ("!" if r.get("mem_model_off") else ""),
+            f(r.get("planning_s"), "%.3f"), exact_word(r), paper_word(r)]
 
 
 def _line(cells):
@@ -64,7 +68,7 @@ def print_footer(doc):
           " speedup: baseline / SI iteration time;")
     print("ideal: baseline / max(compute with interference, communication); plan: the planner's prediction;"
           " hidden: share of the baseline's")
-    print("exposed communication that SI hid; +mem: extra peak device memory; exact: every loss bit-identical"
+    print("exposed communication that SI hid; +mem: extra peak device memory, MiB meas the same in MiB, plan the planned MiB, ratio plan/measured (! when more than 10% off); exact: every loss bit-identical"
           " in the small-math run; paper: its speedup (or MFU points)")
     if o.get("error"):
         print("shim overhead: " + o["error"])
@@ -156,7 +160,9 @@ def _what_si_did(rs):
                      f(r.get("predicted_speedup"), "%.2fx"),
                      "%s (plan: %s)" % (f(_pct(r.get("hidden_comm_fraction")), "%.0f%%"),
                                         f(_pct(r.get("planned_hidden_comm_fraction")), "%.0f%%")),
-                     "%+.0f%% (plan: +%.0f MiB)" % (r["extra_mem_pct"], r["planned_extra_mem_mib"]),
+                     "%+.1f%%, +%.0f MiB (plan: +%.0f MiB, %s%s)" % (
+                         r["extra_mem_pct"], r.get("measured_extra_mem_mib", 0), r["planned_extra_mem_mib"],
+                         f(r.get("planned_vs_measured_mem"), "%.2fx"), " OFF >10%" if r.get("mem_model_off") else ""),
                      "%.3f" % r["planning_s"] if r.get("planning_s") is not None else "-",
                      "%s (%s)" % (exact_word(r), r["exactness"].get("layout", "?"))])
     return _md_table(["configuration", "layers", "iteration ms", "TFLOP/s per GPU", "MFU", "speedup",
