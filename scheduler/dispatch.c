@@ -29,7 +29,6 @@
 #include "profile_rec.h"
 #include "real.h"
 #include "dispatch_int.h"
-#include "plan.h"
 #include "sched_int.h"
 
 void dh__sched_mark_dispatcher(void);
@@ -37,7 +36,7 @@ void dh__sched_mark_dispatcher(void);
 #define DH_KICK_MS 5       /* a queued record polled this long ago is issued unpaired */
 #define DH_KICK_STALL_MS 2000 /* plan mode: ... once nothing was submitted for this long */
 #define DH_LET_OUT_POLL_MS 1   /* plan mode: the longest an op let out early waits unseen */
-#define DH_WS_BYTES DH_PLAN_BLAS_WS_BYTES
+#define DH_WS_BYTES (64u << 20)
 
 typedef struct dh_devres {
     int ready;

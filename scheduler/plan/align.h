@@ -51,20 +51,10 @@
  * The program issues all of A before B, and the runtime holds A's ops from its first
  * paired group on until their B ops arrive: by then every allocation of A has been made
  * (cudaMallocAsync answers at once) while A's frees take effect only as their groups go
- * out. An allocation takes back a block an earlier free of its strand parked (the shim's
- * pool, scheduler/mempool.h: same strand and stream, stream order), so A's allocations
- * cost nothing beyond A's own running peak; what A still holds once the runtime has
- * issued i of its ops is its live memory plus the frees past i no later allocation of A
- * took back, which is the largest prefix sum at or past i. So once B has started, or
- * inside a pair, A stands at
- *   heldA(i) = max over i <= k <= nA of memA(k),
+ * out. So once B has started, or inside a pair, A stands at
+ *   heldA(i) = memA(i) + (the bytes A allocates after op i),
  * and before (A's leading solo steps, j = 0) at memA(i):
  *   extra(i, j) = max(0, (j > 0 or in a pair ? heldA(i) : memA(i)) + memB(j) - peak_base).
- * Memory A frees in an earlier group is free for B (the runtime has issued that free, or
- * B's allocation takes the block back behind the cross-strand barrier), so the
- * other strand's reuse needs no term of its own. The model assumes a free's block fits a
- * later allocation (the framework's allocations repeat their sizes per layer); the
- * runtime's fixed costs (the per-strand cuBLAS workspaces) are the planner's to add.
  * A step is allowed only when extra is within the bound at every state (i', j') it spans:
  * for a pair step from (i0, j0) to (i1, j1) every i0 <= i' <= i1, j0 <= j' <= j1, because
  * two co-running segments may interleave in any way; for a solo step every state its ops

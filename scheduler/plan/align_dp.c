@@ -529,37 +529,27 @@ static dh_status_t dh__setup(dh__dp_t *d, const dh_align_params_t *p)
     DH_CHECK(dh__dp_alloc(d));
     /* Nothing held yet: A's leading solo steps. */
     dh__prep(d, d->a, d->ca, d->na, d->memA0, d->uta, d->umA0, d->usA, d->segA, 0);
-    /* Held: the program has issued all of A, each allocation taking back a block that an
-     * earlier free of A parked (the shim's pool, scheduler/mempool.h); of the frees A's
-     * later allocations did not take back, those past op i still wait for their groups.
-     * That is the largest prefix sum of A's mem at or past i (align.h, "Memory"): fed to
-     * dh__prep as its differences, plus its value at 0. */
+    /* Held: every allocation of A is made (the program issued all of A before B), A's
+     * frees count up to i only. Prefix sums of A's frees, plus all of A's allocations. */
     dh_align_op_t *held = malloc((na_ops ? na_ops : 1) * sizeof *held);
-    double *suf = malloc((na_ops + 1) * sizeof *suf);
-    if (held == NULL || suf == NULL) {
-        free(held);
-        free(suf);
+    if (held == NULL)
         return DH_ERR_NOMEM;
-    }
-    suf[0] = 0;
-    for (size_t i = 0; i < na_ops; i++)
-        suf[i + 1] = suf[i] + (double)d->a[i].mem;
-    for (size_t i = na_ops; i-- > 0;)
-        suf[i] = suf[i] > suf[i + 1] ? suf[i] : suf[i + 1];
+    double alloc_a = 0;
     for (size_t i = 0; i < na_ops; i++) {
         held[i] = d->a[i];
-        held[i].mem = (int64_t)(suf[i + 1] - suf[i]);
+        if (held[i].mem > 0) {
+            alloc_a += (double)held[i].mem;
+            held[i].mem = 0;
+        }
     }
-    double held0 = suf[0];
     dh__prep(d, held, d->ca, d->na, d->memA, d->uta, d->umA, d->usA, d->segA, 0);
     free(held);
-    free(suf);
     for (size_t u = 0; u <= d->na; u++)
-        d->memA[u] += held0;
+        d->memA[u] += alloc_a;
     for (size_t u = 0; u < d->na; u++)
-        d->umA[u] += held0;
+        d->umA[u] += alloc_a;
     for (size_t k = 0; k < d->na * (size_t)d->L; k++)
-        d->segA[k].memmax += held0;
+        d->segA[k].memmax += alloc_a;
     dh__prep(d, d->b, d->cb, d->nb, d->memB, d->utb, d->umB, d->usB, d->segB, 1);
     /* The serial path's peak, over every op state (units only coarsen the grid). */
     double at = 0, maxA = 0, maxB = 0;

@@ -101,7 +101,6 @@ typedef struct dh__sect {
     int nmembers;
     dh_align_op_t *aops;            /* the template as the DP sees it */
     double saved_us, extra_mem;
-    double fixed_mem;               /* the runtime's own memory: cuBLAS workspaces (plan.h) */
     dh__orders_t *ord;              /* orders of collectives (orders.c); NULL: one section */
     const dh_align_op_t *root_aops; /* mirroring: its root's DP input; NULL for a root */
     const long *match;              /* mirroring: its ops matched to its root's */
@@ -332,12 +331,8 @@ static dh_status_t dh__run_dp(const dh__pl_t *pl, dh__sect_t *x, int pair, dh__p
     int L = pl->o->max_segment;
     if (L == 0)
         L = (q->nua > q->nub ? q->nua : q->nub) <= DH_PLAN_LONG_SEG_UNITS ? 8 : 4;
-    /* The bound is of everything pairing costs: the runtime's own memory comes first. */
-    double bound = pl->o->max_extra_mem_bytes;
-    if (bound >= 0)
-        bound = bound > x->fixed_mem ? bound - x->fixed_mem : 0;
     dh_align_params_t prm = {.max_seg = L,
-                             .max_extra_mem = bound,
+                             .max_extra_mem = pl->o->max_extra_mem_bytes,
                              .group_cost_us = pl->o->group_cost_us,
                              .a_cuts = q->cuta, .a_nunits = q->nua,
                              .b_cuts = q->cutb, .b_nunits = q->nub, .b_need = q->need};
@@ -557,10 +552,6 @@ static dh_status_t dh__section(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sectio
     dh__check_microbatches(pl, s, sec);
     DH_CHECK(dh__align_ops(pl, x, s));
     dh__mirror_times(x, s);
-    x->fixed_mem = 0;
-    for (size_t i = 0; i < s->nops; i++)
-        if (strcmp(s->ops[i].kind, "GEMM") == 0 || strcmp(s->ops[i].kind, "LT_MATMUL") == 0)
-            x->fixed_mem = 2.0 * DH_PLAN_BLAS_WS_BYTES;
     DH_CHECK(dh__section_groups(pl, x, s, sec));
     DH_CHECK(dh__held(pl, x, s));
     double exposed = 0;
@@ -569,8 +560,7 @@ static dh_status_t dh__section(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sectio
     s->si_us = s->baseline_us - x->saved_us;
     if (s->si_us < 0)
         s->si_us = 0;
-    /* Both strands' workspaces are made once a GEMM runs in plan mode, paired or not. */
-    s->extra_mem_bytes = x->extra_mem + x->fixed_mem;
+    s->extra_mem_bytes = x->extra_mem;
     s->hidden_comm_fraction = exposed > 0 ? x->saved_us / exposed : 0;
     if (s->hidden_comm_fraction > 1)
         s->hidden_comm_fraction = 1;
@@ -644,7 +634,7 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
         st = DH_ERR_NOMEM;
     for (int s = 0; s < ns && st == DH_OK; s++) {
         int r = mir.root[s];
-        dh__sect_t x = {members, 0, NULL, 0, 0, 0, ns > 1 ? &ord : NULL,
+        dh__sect_t x = {members, 0, NULL, 0, 0, ns > 1 ? &ord : NULL,
                         r != s ? root_aops[r] : NULL, mir.match[s], mir.alone[r], {0}};
         for (int k = 0; k < pl->n; k++)
             if (sec[k] == s)
