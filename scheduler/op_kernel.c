@@ -386,12 +386,14 @@ static inline void dh__dims(unsigned d[3], unsigned x, unsigned y, unsigned z)
     d[2] = z;
 }
 
-dh_status_t dh_op_capture_kernel(dh_op_t **out, const void *func, dim3 grid, dim3 block,
-                                 void **args, size_t shmem, cudaStream_t s)
+/* A runtime launch without a config struct: by host stub (handle 0) or cudaKernel_t. */
+static dh_status_t dh__capture_rt(dh_op_t **out, const void *func, int handle, dim3 grid,
+                                  dim3 block, void **args, size_t shmem, cudaStream_t s)
 {
     dh__launch_t l = dh__launch_zero;
     l.kind = DH_OP_KERNEL;
     l.func = func;
+    l.handle = handle;
     dh__dims(l.grid, grid.x, grid.y, grid.z);
     dh__dims(l.block, block.x, block.y, block.z);
     l.shmem = shmem;
@@ -401,20 +403,16 @@ dh_status_t dh_op_capture_kernel(dh_op_t **out, const void *func, dim3 grid, dim
     return dh__capture_launch(out, &l);
 }
 
+dh_status_t dh_op_capture_kernel(dh_op_t **out, const void *func, dim3 grid, dim3 block,
+                                 void **args, size_t shmem, cudaStream_t s)
+{
+    return dh__capture_rt(out, func, 0, grid, block, args, shmem, s);
+}
+
 dh_status_t dh_op_capture_kernel_handle(dh_op_t **out, cudaKernel_t kernel, dim3 grid,
                                         dim3 block, void **args, size_t shmem, cudaStream_t s)
 {
-    dh__launch_t l = dh__launch_zero;
-    l.kind = DH_OP_KERNEL;
-    l.func = (const void *)kernel;
-    l.handle = 1;
-    dh__dims(l.grid, grid.x, grid.y, grid.z);
-    dh__dims(l.block, block.x, block.y, block.z);
-    l.shmem = shmem;
-    l.stream = s;
-    l.attr_size = sizeof(cudaLaunchAttribute);
-    l.params = args;
-    return dh__capture_launch(out, &l);
+    return dh__capture_rt(out, (const void *)kernel, 1, grid, block, args, shmem, s);
 }
 
 dh_status_t dh_op_capture_kernel_ex(dh_op_t **out, const cudaLaunchConfig_t *cfg,
