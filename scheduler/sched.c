@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agree.h"
 #include "common/log.h"
 #include "deps.h"
 #include "memtab.h"
@@ -381,6 +382,25 @@ static void dh__unc_add(const dh_op_t *op)
     /* else: counted until the next flush, which comes sooner for it */
 }
 
+/* Plan mode with ranks to agree with: when the op described by d starts a template
+ * iteration, everything held is issued first (so that no peer waits for work of ours while
+ * we wait for its vote) and the ranks vote on following the plan for that iteration
+ * (tracker.h). The vote runs without the lock: the dispatcher goes on meanwhile. */
+static void dh__agree_before(const dh_op_desc_t *d)
+{
+    pthread_mutex_lock(&dh__s.lock);
+    int due = dh_tracker_vote_due(d);
+    uint64_t key = due ? dh_tracker_vote_key() : 0;
+    pthread_mutex_unlock(&dh__s.lock);
+    if (!due)
+        return;
+    dh_sched_drain(DH_DRAIN_AGREE);
+    int yes = dh_agree_vote(key, 1);
+    pthread_mutex_lock(&dh__s.lock);
+    dh_tracker_vote_set(yes);
+    pthread_mutex_unlock(&dh__s.lock);
+}
+
 int dh_sched_submit(dh_op_t *op)
 {
     /* Registered after the device library initialised (it has, since work is being
@@ -389,6 +409,8 @@ int dh_sched_submit(dh_op_t *op)
     op->thread = dh__thread_id();
     dh_op_desc_t d;
     dh__prepare(op, &d);
+    if (dh__s.mode == DH_MODE_PLAN && dh_agree_needed())
+        dh__agree_before(&d);
     int64_t mem = dh__tls_alloc;
     dh__tls_alloc = 0;
     pthread_mutex_lock(&dh__s.lock);
@@ -740,7 +762,16 @@ void dh_sched_stats(dh_sched_stats_t *out)
     out->plan_matched_ops = t.matched_ops;
     out->plan_unmatched_ops = t.unmatched_ops;
     out->plan_refuted_phases = t.refuted;
+    out->plan_vetoed = t.vetoed;
     pthread_mutex_unlock(&dh__s.lock);
+    dh_agree_stats_t a;
+    dh_agree_stats(&a);
+    out->agree_rounds = a.rounds;
+    out->agree_no = a.no;
+    out->agree_timeouts = a.timeouts;
+    out->agree_total_ns = a.total_ns;
+    out->agree_max_ns = a.max_ns;
+    out->agree_broken = a.broken;
 }
 
 dh_mode_t dh_sched_mode(void) { return dh__s.mode; }

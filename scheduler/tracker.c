@@ -20,6 +20,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "agree.h"
 #include "deps.h"
 #include "plan.h"
 #include "registry.h"
@@ -51,6 +52,10 @@ static struct {
     int probe_src;                    /* the paired phase whose writes probe_pair holds, -1 */
     dh_deps_taint_t probe_pair;       /* old allocations probe_src's strand-a ops wrote */
     dh_deps_taint_t probe_iter;       /* ... that every strand-a op of the iteration wrote */
+    /* The ranks' agreement (agree.h): */
+    int decided, decision;            /* a vote for the next template iteration was cast */
+    int vetoed;                       /* the current iteration runs unpaired: a rank said no */
+    uint64_t votes;                   /* this rank's rounds: the key of the next one */
 } dh__t;
 
 static __thread char dh__t_report[768];
@@ -130,6 +135,20 @@ static void dh__set_release(uint64_t r)
 {
     if (r > dh__s.release)
         dh__s.release = r;
+}
+
+/* Lock held: op takes the next place of an iteration that runs in program order, on one
+ * strand, released as it comes (the probe, an iteration a rank vetoed). */
+static void dh__in_order(dh_op_t *op)
+{
+    if (!dh__t.open) {
+        dh__t.open_group = dh__t.next_group++;
+        dh__t.open = 1;
+    }
+    op->strand = 0;
+    op->lgroup = -1;
+    op->group = dh__t.open_group;
+    dh__set_release(dh__t.open_group + 1);
 }
 
 static void dh__unpaired(dh_op_t *op)
@@ -244,6 +263,12 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
         dh__t.next_group += (uint64_t)dh__t.ngroups;
         dh__t.probing = !dh__t.checked;
         dh__t.probe_src = -1;
+        /* With ranks to agree with, an iteration follows the plan only when all of them
+         * said so for it (dh_tracker_vote_due); with no vote cast, it runs in order. */
+        dh__t.vetoed = dh_agree_needed() && !(dh__t.decided && dh__t.decision);
+        if (dh__t.vetoed && dh__t.decided && !dh__t.probing)
+            dh__t.st.vetoed++;
+        dh__t.decided = 0;
         dh_deps_taint_reset(&dh__t.probe_iter, dh_sched_stamp());
     }
     dh_plan_here_t h;
@@ -251,23 +276,18 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
     /* The first op of a paired backward phase starts a pair. */
     if (h.starts_paired_b)
         dh__t.pair_stamp = dh_sched_stamp();
-    if (dh__t.probing) {
+    if (dh__t.probing || dh__t.vetoed) {
         /* Program order on one strand, released as it comes, like unmatched work. */
-        dh__probe(op, d, &h, dh__t.cur.c);
-        if (!dh__t.open) {
-            dh__t.open_group = dh__t.next_group++;
-            dh__t.open = 1;
-        }
-        op->strand = 0;
-        op->lgroup = -1;
-        op->group = dh__t.open_group;
-        dh__set_release(dh__t.open_group + 1);
+        if (dh__t.probing)
+            dh__probe(op, d, &h, dh__t.cur.c);
+        dh__in_order(op);
         dh__t.st.matched_ops++;
         dh_plan_walk_next(dh__t.w, &dh__t.cur);
         if (dh__t.cur.c == 0) {
             dh__t.st.iterations++;
             dh__t.iters_tracked++;
-            dh__probe_done();
+            if (dh__t.probing)
+                dh__probe_done();
         }
         return 0;
     }
@@ -363,6 +383,23 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
                  (unsigned long long)dh__t.searched, t0->kind, t0->name);
         dh__t.state = DH__T_OFF;
     }
+}
+
+int dh_tracker_vote_due(const dh_op_desc_t *d)
+{
+    if (!dh__t.w || dh__t.state == DH__T_OFF || dh__t.decided || !dh_agree_needed())
+        return 0;
+    if (dh__t.state == DH__T_TRACK)
+        return dh__t.cur.c == 0 && dh__match(&dh__first, d);
+    return (dh__t.sync_seen || dh__t.first_op) && dh__match(&dh__first, d);
+}
+
+uint64_t dh_tracker_vote_key(void) { return ++dh__t.votes; }
+
+void dh_tracker_vote_set(int yes)
+{
+    dh__t.decided = 1;
+    dh__t.decision = yes;
 }
 
 int dh_tracker_predict_strand(void)

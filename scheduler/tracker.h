@@ -55,6 +55,18 @@ void dh_tracker_report(void);
  * 0 and 0 without a plan being followed. Lock held. */
 void dh_tracker_planned_hold(uint64_t *ops, uint64_t *bytes);
 
+/* Agreement between ranks (agree.h, DESIGN.md invariant 9). A template iteration follows
+ * the plan only if every rank voted yes for it; otherwise it runs in program order on
+ * every rank. The vote is cast when the op that starts an iteration is submitted, before
+ * anything of the iteration is held, after what is held from before has been issued
+ * (sched.c): so no rank waits for a vote while holding work a peer needs.
+ * dh_tracker_vote_due (lock held): 1 when the op described by d would start a template
+ * iteration and no vote has been cast for it. dh_tracker_vote_key (lock held): the key of
+ * this rank's next round (its ordinal). dh_tracker_vote_set (lock held): the decision. */
+int dh_tracker_vote_due(const dh_op_desc_t *d);
+uint64_t dh_tracker_vote_key(void);
+void dh_tracker_vote_set(int yes);
+
 /* Lock held: the strand the next op of the program is expected on (0 when unknown). */
 int dh_tracker_predict_strand(void);
 
@@ -68,6 +80,8 @@ const char *dh_tracker_order(int lgroup);
 typedef struct dh_tracker_stats {
     uint64_t iterations, desyncs, resyncs, matched_ops, unmatched_ops;
     uint64_t refuted;         /* phases found to depend on the work they are paired with */
+    uint64_t vetoed;          /* iterations that matched here but ran in order: a rank (or
+                                 the agreement channel) said no */
 } dh_tracker_stats_t;
 /* Lock held. */
 void dh_tracker_stats(dh_tracker_stats_t *out);

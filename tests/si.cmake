@@ -13,7 +13,7 @@ set(_si_dir ${CMAKE_CURRENT_SOURCE_DIR}/si)
 set(_si_scenarios tp_sp pp_1f1b pp_tp cp dp_ogr moe_ep
     desync_extra desync_missing desync_shape
     bad_plan_json bad_plan_version bad_plan_model bad_plan_layout bad_plan_world bad_plan_truncated
-    inject_stress jitter rotated_plan)
+    inject_stress jitter rotated_plan agree_silent)
 foreach(s ${_si_scenarios})
   dh_add_test(NAME si.${s}
     COMMAND bash ${_si_dir}/e2e.sh ${s}

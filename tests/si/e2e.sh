@@ -565,6 +565,38 @@ scenario_inject_stress() {
   fi
 }
 
+# A peer that stops answering the ranks' agreement (DHELIX_TEST_AGREE_SILENT): every rank
+# falls back to program order within the timeout, no hang, exact; the channel reports it.
+scenario_agree_silent() {
+  local n=2 args=(--model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 6)
+  wl_run base "$n" -- "${args[@]}"
+  run_ok base || return
+  profile prof "$n" -- "${args[@]}" || return
+  make_plan prof || return
+  # shellcheck disable=SC2046
+  wl_run si "$n" DHELIX_TEST_AGREE_SILENT=1 DHELIX_AGREE_TIMEOUT_MS=500 $(si_env "$work/plan.json" si) -- "${args[@]}"
+  run_ok si base || return
+  local files
+  files=$(stats_files si)
+  # shellcheck disable=SC2086
+  if python3 - $files <<'PY'
+import json, sys
+bad = []
+for f in sys.argv[1:]:
+    m = json.load(open(f))["meta"]
+    if not str(m.get("rank", "-")).isdigit():
+        continue
+    print("      rank %s: agree_rounds=%s agree_no=%s agree_broken=%s plan_vetoed_iterations=%s" % (
+        m["rank"], m.get("agree_rounds"), m.get("agree_no"), m.get("agree_broken"), m.get("plan_vetoed_iterations")))
+    if m.get("agree_broken") != 1 or m.get("agree_no", 0) < 1:
+        bad.append(m["rank"])
+sys.exit(1 if bad else 0)
+PY
+  then pass "si: every rank gave up on the silent peer and ran program order"
+  else fail "si: a rank did not report the broken agreement"
+  fi
+}
+
 # ---- main ----
 
 case $scenario in
@@ -598,6 +630,7 @@ case $scenario in
   inject_stress) set -- inject_stress ;;
   jitter) set -- jitter ;;
   rotated_plan) set -- rotated_plan ;;
+  agree_silent) set -- agree_silent ;;
   *)
     sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     echo "e2e: unknown scenario '${scenario}'" >&2
