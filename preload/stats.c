@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "hooks.h"
 #include "registry.h"
+#include "mempool.h"
 #include "scheduler.h"
 
 static const dh_col_t dh__stats_cols[] = {
@@ -64,6 +65,19 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
     DH__META_NUM("kick_flushes", st.kick_flushes);
     DH__META_NUM("lag_waits", st.lag_waits);
     DH__META_NUM("max_held_back", st.max_held_back);
+    DH__META_NUM("events_destroyed_later", st.events_destroyed_later);
+    /* The shim's reuse of captured frees (scheduler/mempool.h). */
+    dh_mpool_stats_t mp;
+    uint64_t parked_now;
+    dh_mpool_stats(&mp, &parked_now);
+    DH__META_NUM("pool_parked_peak_bytes", mp.parked_bytes_peak);
+    DH__META_NUM("pool_reuse_same_strand", mp.reuse_same);
+    DH__META_NUM("pool_reuse_same_strand_bytes", mp.reuse_same_bytes);
+    DH__META_NUM("pool_reuse_cross_strand", mp.reuse_cross);
+    DH__META_NUM("pool_reuse_cross_strand_bytes", mp.reuse_cross_bytes);
+    DH__META_NUM("pool_fresh_allocs", mp.fresh);
+    DH__META_NUM("pool_fresh_bytes", mp.fresh_bytes);
+    DH__META_NUM("pool_cross_refused", mp.refused_cross);
     if (dh_sched_mode() == DH_MODE_PLAN) {
         DH__META_NUM("plan_iterations", st.plan_iterations);
         DH__META_NUM("plan_desyncs", st.plan_desyncs);

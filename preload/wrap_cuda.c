@@ -170,8 +170,10 @@ DH_HOOK_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream)
 DH_HOOK_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
 {
     DH_WRAP_ENTER(CUDA, CUresult, cuEventDestroy_v2);
-    if (dh__may_defer() && dh_sched_event_pending((cudaEvent_t)hEvent))
-        dh_sched_drain(DH_DRAIN_STREAM_DESTROY);
+    if (dh__may_defer() && hEvent != NULL && dh_sched_event_destroy_later((cudaEvent_t)hEvent, 1)) {
+        dh__hook_leave();
+        return CUDA_SUCCESS;
+    }
     if (dh_sched_mirroring())
         dh_sched_event_forget((cudaEvent_t)hEvent);
     CUresult rc = real_(hEvent);

@@ -99,12 +99,22 @@ DH_HOOK_EXPORT cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
     return rc;
 }
 
-/* The program needs the address now, so the allocation is made at once, stream-ordered on
- * the physical stream of the strand that will use it. */
+/* The program needs the address now, so the allocation is made at once: from a block
+ * whose free is captured and ordered before every use of this allocation (mempool.h), or
+ * else stream-ordered on the physical stream of the strand that will use it. */
 DH_HOOK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
     DH_WRAP_ENTER(CUDART, cudaError_t, cudaMallocAsync);
     cudaStream_t s = hStream;
+    if (dh__may_defer() && devPtr) {
+        void *blk = dh_sched_alloc_reuse(size, hStream);
+        if (blk) {
+            *devPtr = blk;
+            dh_sched_alloc_note(blk, size);
+            dh__hook_leave();
+            return cudaSuccess;
+        }
+    }
     if (dh__may_defer()) {
         cudaStream_t p = dh_sched_alloc_stream(hStream);
         s = p ? p : hStream;
@@ -155,13 +165,16 @@ DH_HOOK_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t
     return rc;
 }
 
-/* Destroying an event whose record is queued issues that record first; the event's
- * bookkeeping goes (a new event may get the same handle). */
+/* Destroying an event whose record is queued destroys it once that record is issued
+ * (scheduler.h, dh_sched_event_destroy_later); otherwise now, and the event's bookkeeping
+ * goes (a new event may get the same handle). */
 DH_HOOK_EXPORT cudaError_t cudaEventDestroy(cudaEvent_t event)
 {
     DH_WRAP_ENTER(CUDART, cudaError_t, cudaEventDestroy);
-    if (dh__may_defer() && dh_sched_event_pending(event))
-        dh_sched_drain(DH_DRAIN_STREAM_DESTROY);
+    if (dh__may_defer() && event != NULL && dh_sched_event_destroy_later(event, 0)) {
+        dh__hook_leave();
+        return cudaSuccess;
+    }
     if (dh_sched_mirroring())
         dh_sched_event_forget(event);
     cudaError_t rc = real_(event);

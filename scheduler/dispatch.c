@@ -393,6 +393,7 @@ static void dh__retire(dh_op_t *op, int rc)
         dh_evinst_t *i = op->shim_event;
         i->recorded = 1;
         i->batched = 0;
+        dh__event_recorded(op->event, i);
         dh__inst_unref(i);
     } else if (op->kind == DH_OP_EVENT_WAIT) {
         dh__inst_unref(op->shim_event);
@@ -440,7 +441,10 @@ static void dh__run(dh_batch_t *b)
                     v->since[d->strand ? 1 : 0] = 1;
                 dh__retire(d->op, d->rc);
             }
+            int doomed = dh__s.ndoomed > 0;
             pthread_mutex_unlock(&dh__s.lock);
+            if (doomed)
+                dh__destroy_doomed();
         }
         if (!it)
             break;

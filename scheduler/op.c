@@ -12,6 +12,7 @@
 
 #include "breaks.h"
 #include "common/log.h"
+#include "mempool.h"
 #include "op_internal.h"
 
 _Atomic unsigned dh__op_break;
@@ -239,6 +240,11 @@ dh_status_t dh_op_capture_event_wait(dh_op_t **out, cudaStream_t s, cudaEvent_t 
     return DH_OK;
 }
 
+void *dh_op_free_ptr(const dh_op_t *op)
+{
+    return op->kind == DH_OP_FREE_ASYNC ? ((const dh__free_pl_t *)op->payload)->ptr : NULL;
+}
+
 dh_status_t dh_op_capture_free_async(dh_op_t **out, void *p, cudaStream_t s)
 {
     DH_CHECK(dh__op_small(out, DH_OP_FREE_ASYNC, s, sizeof(dh__free_pl_t)));
@@ -314,9 +320,13 @@ static int dh__replay_host_func(dh_op_t *op, const dh_replay_ctx_t *ctx)
     return fn != NULL ? fn(ctx->stream, p->fn, p->data) : cudaErrorInitializationError;
 }
 
+/* A parked block taken by a later allocation lives on as that allocation: no real free
+ * (mempool.h). */
 static int dh__replay_free(dh_op_t *op, const dh_replay_ctx_t *ctx)
 {
     const dh__free_pl_t *p = (const dh__free_pl_t *)op->payload;
+    if (dh_mpool_release(op))
+        return 0;
     dh_real_cudaFreeAsync_t fn = DH_REAL_FN(dh_real(), cudaFreeAsync);
     return fn != NULL ? fn(p->ptr, ctx->stream) : cudaErrorInitializationError;
 }
@@ -617,6 +627,7 @@ void dh_op_free(dh_op_t *op)
     const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
     if (k != NULL && k->release != NULL)
         k->release(op);
+    dh_mpool_release(op); /* a free dropped unreplayed: its block leaves the pool */
     free(op->acc);
     free(op);
 }

@@ -90,6 +90,7 @@ struct dh_op {
     cudaEvent_t event;            /* EVENT_*: the framework event */
     void *shim_event;             /* EVENT_RECORD: pooled event instance (scheduler) */
     size_t free_bytes;            /* FREE_ASYNC: size of the block (scheduler) */
+    void *pool_blk;               /* FREE_ASYNC: its parked block (mempool.h), or NULL */
     int pinned;                   /* set by the capturer: never co-run with the other strand
                                      (a collective of a communicator the policy pins) */
     int lgroup;                   /* plan mode: the template group (-1 none), for the order */
@@ -168,6 +169,8 @@ dh_status_t dh_op_capture_event_record(dh_op_t **out, cudaEvent_t e, cudaStream_
 dh_status_t dh_op_capture_event_wait(dh_op_t **out, cudaStream_t s, cudaEvent_t e,
                                      unsigned flags);
 dh_status_t dh_op_capture_free_async(dh_op_t **out, void *p, cudaStream_t s);
+/* FREE_ASYNC: the pointer it frees (NULL for any other kind). */
+void *dh_op_free_ptr(const dh_op_t *op);
 
 /* Replays op on ctx through its kind's table (dispatcher thread). Returns the API's status
  * as an int (cudaError_t, CUresult or cublasStatus_t: 0 is success in all three);

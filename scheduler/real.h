@@ -83,6 +83,9 @@
     X(CUDART, cudaError_t, cudaStreamSynchronize, (cudaStream_t stream))                    \
     X(CUDART, cudaError_t, cudaDeviceSynchronize, (void))                                   \
     X(CUDART, cudaError_t, cudaGetDevice, (int *device))                                    \
+    X(CUDART, cudaError_t, cudaDeviceGetMemPool, (cudaMemPool_t *memPool, int device))       \
+    X(CUDART, cudaError_t, cudaMemPoolSetAttribute,                                         \
+      (cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value))                      \
     X(CUDART, cudaError_t, cudaStreamGetDevice, (cudaStream_t hStream, int *device))         \
     X(CUDART, cudaError_t, cudaSetDevice, (int device))                                     \
     X(CUDART, cudaError_t, cudaGetLastError, (void))                                        \
@@ -90,6 +93,7 @@
     X(CUDART, const char *, cudaGetErrorName, (cudaError_t error))
 
 #define DH_REAL_DRIVER(X)                                                                   \
+    X(DRIVER, CUresult, cuEventDestroy_v2, (CUevent hEvent))                                \
     X(DRIVER, CUresult, cuLaunchKernel,                                                     \
       (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,   \
        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,              \

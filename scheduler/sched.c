@@ -15,6 +15,7 @@
 #include "agree.h"
 #include "common/log.h"
 #include "deps.h"
+#include "mempool.h"
 #include "memtab.h"
 #include "profile_rec.h"
 #include "real.h"
@@ -203,6 +204,37 @@ uint64_t dh_sched_stamp(void) { return atomic_load_explicit(&dh__s.stamp, memory
 
 size_t dh_sched_alloc_take(void *p) { return dh_memtab_remove((uintptr_t)p); }
 
+/* Whether captured frees park their blocks for reuse (mempool.h): the deferring modes that
+ * reorder (profile issues every op at once and records the program's own allocations). */
+static int dh__pooling(void)
+{
+    dh_mode_t m = dh__s.mode;
+    return (m == DH_MODE_STRESS || m == DH_MODE_STRANDS || m == DH_MODE_PLAN) &&
+           dh__s.reorder_allowed && dh_config()->share_mem;
+}
+
+void *dh_sched_alloc_reuse(size_t size, cudaStream_t s)
+{
+    dh_mode_t m = dh__s.mode;
+    if (!size || !(m == DH_MODE_STRESS || m == DH_MODE_STRANDS || m == DH_MODE_PLAN))
+        return NULL;
+    dh_mpool_where_t w = {0, s, 0, 0, 0};
+    dh_real()->cudaGetDevice(&w.device);
+    dh_mpool_policy(w.device);
+    if (!dh__pooling())
+        return NULL;
+    pthread_mutex_lock(&dh__s.lock);
+    if (dh__s.mode != DH_MODE_PLAN || !dh_tracker_predict_where(&w.strand, &w.group))
+        w.strand = dh__predict_strand_locked();
+    else
+        w.group_known = 1;
+    uint64_t freed = 0;
+    void *p = dh_mpool_take(size, &w, &freed);
+    dh__s.held_free_bytes -= freed;
+    pthread_mutex_unlock(&dh__s.lock);
+    return p;
+}
+
 static int dh__defers(dh_mode_t m)
 {
     return m == DH_MODE_STRESS || m == DH_MODE_STRANDS || m == DH_MODE_PROFILE || m == DH_MODE_PLAN;
@@ -222,6 +254,60 @@ void dh_sched_event_forget(cudaEvent_t e)
         free(r);
     }
     pthread_mutex_unlock(&dh__s.lock);
+}
+
+int dh_sched_event_destroy_later(cudaEvent_t e, int driver)
+{
+    pthread_mutex_lock(&dh__s.lock);
+    dh_evrec_t *r = dh__evrec(e, 0);
+    int later = r && r->latest && !r->latest->recorded;
+    if (later) {
+        r->doomed = driver ? 2 : 1;
+        dh__s.stats.events_destroyed_later++;
+    }
+    pthread_mutex_unlock(&dh__s.lock);
+    return later;
+}
+
+void dh__event_recorded(cudaEvent_t e, dh_evinst_t *i)
+{
+    dh_evrec_t *r = dh__evrec(e, 0);
+    if (!r || !r->doomed || r->latest != i)
+        return;
+    if (dh__s.ndoomed == dh__s.capdoomed) {
+        size_t cap = dh__s.capdoomed ? 2 * dh__s.capdoomed : 64;
+        struct dh_doomed *d = realloc(dh__s.doomed, cap * sizeof *d);
+        if (d == NULL)
+            return; /* kept doomed: the next record retired retries; else it leaks */
+        dh__s.doomed = d;
+        dh__s.capdoomed = cap;
+    }
+    dh__s.doomed[dh__s.ndoomed++] = (struct dh_doomed){e, r->doomed == 2};
+    dh__inst_unref(r->latest);
+    HASH_DEL(dh__s.events, r);
+    free(r);
+}
+
+void dh__destroy_doomed(void)
+{
+    pthread_mutex_lock(&dh__s.lock);
+    struct dh_doomed *d = dh__s.doomed;
+    size_t n = dh__s.ndoomed;
+    dh__s.doomed = NULL;
+    dh__s.ndoomed = dh__s.capdoomed = 0;
+    pthread_mutex_unlock(&dh__s.lock);
+    if (n == 0) {
+        free(d);
+        return;
+    }
+    const dh_real_t *R = dh_real();
+    for (size_t k = 0; k < n; k++) {
+        if (d[k].driver && DH_REAL_FN(R, cuEventDestroy_v2) != NULL)
+            (void)R->cuEventDestroy_v2((CUevent)d[k].ev);
+        else if (DH_REAL_FN(R, cudaEventDestroy) != NULL)
+            (void)R->cudaEventDestroy(d[k].ev);
+    }
+    free(d);
 }
 
 /* Lock held: the strand the program's next op is expected on (0 outside two strands). */
@@ -461,6 +547,8 @@ int dh_sched_submit(dh_op_t *op)
     }
     if (op->strand == 0 && dh__two_strands(dh__s.mode))
         dh_deps_s0_add(op);
+    if (op->kind == DH_OP_FREE_ASYNC && op->free_bytes && dh__pooling())
+        dh_mpool_park(op, dh_op_free_ptr(op), op->free_bytes);
     if (dh__s.mode == DH_MODE_PROFILE) {
         op->prof = dh_prof_record(op, &d, mem, dh__stream_ordinal(op->stream), dh_deps_prof(op));
         if (op->prof) {

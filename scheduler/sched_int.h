@@ -38,6 +38,8 @@ typedef struct dh_evinst {
 typedef struct dh_evrec {
     cudaEvent_t key;
     dh_evinst_t *latest;     /* lock */
+    int doomed;              /* lock: destroyed by the framework while latest was queued:
+                                1 through the runtime, 2 through the driver */
     UT_hash_handle hh;
 } dh_evrec_t;
 
@@ -90,6 +92,11 @@ typedef struct dh_sched_state {
     _Atomic uint64_t young_from;  /* allocations stamped since are young (op.h); 0: all */
     uint64_t held;                /* lock: ops submitted and not replayed */
     uint64_t held_free_bytes;     /* lock */
+    struct dh_doomed {            /* lock: framework events to destroy, outside the lock */
+        cudaEvent_t ev;
+        int driver;
+    } *doomed;
+    size_t ndoomed, capdoomed;
     int stop;                     /* lock */
     int pending_error;            /* lock: first replay failure not yet reported, as a
                                      cudaError_t (dh_sched_error_take) */
@@ -127,6 +134,13 @@ void dh__flush_to(uint64_t lim);
  * single-strand group under way, every group before it complete). */
 void dh__let_out(uint64_t lim, uint64_t gend);
 void dh__inst_unref(dh_evinst_t *inst);
+/* Lock held: the record of framework event e into instance i was replayed; destroys e if
+ * the framework destroyed it meanwhile and this was its latest record. */
+void dh__event_recorded(cudaEvent_t e, dh_evinst_t *i);
+/* Lock NOT held: destroys the events dh__event_recorded set aside. Never under the lock:
+ * the real runtime's cudaEventDestroy calls the driver's through the table the shim hands
+ * out (cuGetProcAddress), whose wrapper takes the lock (seen as a hang on an H100). */
+void dh__destroy_doomed(void);
 /* Lock held. Keeps cuda_err as the pending error unless one is already pending (the first
  * failure is the one a program without the shim would have met first). */
 void dh__sched_error_note(int cuda_err, const char *what);

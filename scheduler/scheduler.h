@@ -105,6 +105,15 @@ void dh_sched_kick(void);
  * the handle, and a wait on a never-recorded event is a no-op). */
 void dh_sched_event_forget(cudaEvent_t e);
 
+/* The framework destroys e while the latest record of it is still queued: returns 1 and
+ * destroys it later, right after that record is replayed (through the runtime, or the
+ * driver when driver is nonzero), which is what CUDA itself does with an event whose
+ * record has not completed ("resources are released asynchronously"); the handle stays
+ * the framework's until then, so no new event can get it. Returns 0 when nothing is
+ * queued: the caller destroys it now. PyTorch's ProcessGroupNCCL destroys the events of
+ * every finished collective's Work; draining for each (as before) left nothing to pair. */
+int dh_sched_event_destroy_later(cudaEvent_t e, int driver);
+
 /* The physical stream on which stream-ordered memory for the calling thread's next op on
  * framework stream s must be allocated (cudaMallocAsync): the strand that op will run on,
  * so the allocation is ordered with its uses. NULL when s itself is right (or on
@@ -114,6 +123,11 @@ cudaStream_t dh_sched_alloc_stream(cudaStream_t s);
  * dh_sched_alloc_take forgets it and returns it (0 if unknown). */
 void dh_sched_alloc_note(void *p, size_t size);
 size_t dh_sched_alloc_take(void *p);
+/* A block of exactly size bytes whose captured free the issue order puts before every use
+ * of an allocation made now on framework stream s (mempool.h), or NULL: then allocate as
+ * usual. The caller notes the block like a new allocation (dh_sched_alloc_note). Framework
+ * thread; takes the scheduler's lock. */
+void *dh_sched_alloc_reuse(size_t size, cudaStream_t s);
 /* The scheduler's op count now: the stamp of an allocation made now (memtab.h). */
 uint64_t dh_sched_stamp(void);
 
@@ -148,6 +162,7 @@ typedef struct dh_sched_stats {
     uint64_t order_fallbacks;     /* batches issued in program order (the plan's could not be) */
     uint64_t kick_flushes;        /* held work issued early for a polled event */
     uint64_t lag_waits;           /* times the framework thread waited for the lag limits */
+    uint64_t events_destroyed_later; /* event destructions held until their queued record */
     uint64_t max_held_back;       /* most ops held back by design (in groups not complete, no
                                      flush since): program order alone decides it */
     /* plan mode (the strand tracker) */

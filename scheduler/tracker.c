@@ -409,6 +409,24 @@ int dh_tracker_predict_strand(void)
     return dh__op_at(&dh__t.cur)->strand;
 }
 
+int dh_tracker_predict_where(int *strand, uint64_t *group)
+{
+    if (!dh__t.w || dh__t.state != DH__T_TRACK)
+        return 0;
+    /* dh__take starts an iteration at op 0: its base and whether it checks are set there. */
+    int start = dh__t.cur.c == 0;
+    if (start ? !dh__t.checked : dh__t.probing)
+        return 0;
+    dh_plan_here_t h;
+    dh_plan_walk_at(dh__t.w, &dh__t.cur, &h);
+    uint64_t g = (start ? dh__t.next_group : dh__t.base) + (uint64_t)h.group;
+    if (h.op->strand == 1 && g < dh__t.floor1)
+        g = dh__t.floor1;
+    *strand = h.op->strand;
+    *group = g;
+    return 1;
+}
+
 void dh_tracker_planned_hold(uint64_t *ops, uint64_t *bytes)
 {
     *ops = *bytes = 0;

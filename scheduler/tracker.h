@@ -69,6 +69,11 @@ void dh_tracker_vote_set(int yes);
 
 /* Lock held: the strand the next op of the program is expected on (0 when unknown). */
 int dh_tracker_predict_strand(void);
+/* Lock held. Where the program's next op will go if it matches the plan: its strand and
+ * co-execution group (at least: a dependency may move it later, never earlier). Returns 0
+ * when not following the plan or in the checking iteration (everything on strand 0 in
+ * program order), leaving *strand and *group alone. */
+int dh_tracker_predict_where(int *strand, uint64_t *group);
 
 /* Lock held: the host synchronised (an iteration boundary may follow). */
 void dh_tracker_sync(void);

@@ -39,13 +39,15 @@ set(_nccl_env
     "DH_TEST_LIBDIR=${VGPU_LIBDIR}"
     "VGPU_COMM_TIMEOUT=20")
 
-foreach(np 2 4 8)
-  dh_add_test(NAME nccl.exact.np${np} COMMAND nccl_test_exact ${np} LABELS nccl TIMEOUT 120
-              ENV ${_nccl_env})
-endforeach()
-dh_add_test(NAME nccl.groups COMMAND nccl_test_groups LABELS nccl TIMEOUT 120 ENV ${_nccl_env})
-dh_add_test(NAME nccl.pin COMMAND nccl_test_pin LABELS nccl TIMEOUT 120 ENV ${_nccl_env})
-dh_add_test(NAME nccl.errors COMMAND nccl_test_errors LABELS nccl TIMEOUT 120 ENV ${_nccl_env})
+if(DH_HAVE_MPI) # several ranks under mpiexec (cmake/Dependencies.cmake)
+  foreach(np 2 4 8)
+    dh_add_test(NAME nccl.exact.np${np} COMMAND nccl_test_exact ${np} LABELS nccl TIMEOUT 120
+                ENV ${_nccl_env})
+  endforeach()
+  dh_add_test(NAME nccl.groups COMMAND nccl_test_groups LABELS nccl TIMEOUT 120 ENV ${_nccl_env})
+  dh_add_test(NAME nccl.pin COMMAND nccl_test_pin LABELS nccl TIMEOUT 120 ENV ${_nccl_env})
+  dh_add_test(NAME nccl.errors COMMAND nccl_test_errors LABELS nccl TIMEOUT 120 ENV ${_nccl_env})
+endif()
 
 # One process, two ranks on two devices, two threads, the shim deferring (stress): fast
 # enough for the sanitizer builds.

@@ -22,8 +22,10 @@ function(pairs_vgpu_test name dev)
     ENV VGPU_DEVICE=${dev} VGPU_HAZARD=abort VGPU_COMM_TIMEOUT=30
     LABELS si VGPU TIMEOUT 120)
 endfunction()
-pairs_vgpu_test(h100 h100)
-pairs_vgpu_test(a800 a800)
-pairs_vgpu_test(gemm_gate h100 --gate-gemm)
-# A first gate far too short: repetitions must be redone with longer ones, same results.
-pairs_vgpu_test(short_gate h100 --gate-us 1)
+if(DH_HAVE_MPI) # two ranks under mpiexec (cmake/Dependencies.cmake)
+  pairs_vgpu_test(h100 h100)
+  pairs_vgpu_test(a800 a800)
+  pairs_vgpu_test(gemm_gate h100 --gate-gemm)
+  # A first gate far too short: repetitions must be redone with longer ones, same results.
+  pairs_vgpu_test(short_gate h100 --gate-us 1)
+endif()

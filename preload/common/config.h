@@ -166,6 +166,11 @@ typedef enum dh_cfg_kind {
       "rank in it; without it, roles come from `ncclConfig_t.commName` (Megatron's group "  \
       "names). dp may be left out when the launcher gives the world size. A value that "    \
       "does not parse or does not match the world size is ignored, with a warning.")        \
+    X(SHARE_MEM, share_mem, BOOL, "1", NULL, 0, 0,                                          \
+      "Whether an allocation may take back memory whose cudaFreeAsync the shim captured "   \
+      "but has not issued yet (in the strand's own order, or the other strand's behind a "  \
+      "cross-strand barrier; scheduler/mempool.h). 0 gives every allocation made while "    \
+      "frees are held fresh memory, as before issue 15.")                                   \
     X(MAX_QUEUED_OPS, max_queued_ops, INT, "4096", NULL, 16, 1048576,                       \
       "Most operations held back for pairing (in groups the plan has not completed yet); "  \
       "past it they are issued without pairing. The program also waits while more than "   \

@@ -87,6 +87,9 @@ static int dh__reps_at(const dh_profile_t *p, const size_t *start, size_t b, siz
     return reps;
 }
 
+/* How many trailing segments that are no iteration the search looks past. */
+#define DH__MAX_TAIL_SEGMENTS 4096
+
 /* Tries one count of dropped trailing segments (m segments remain); 1 when a period was
  * found. Every rotation of a period is a period; two are candidates for the iteration's
  * start: the end of the kept segments (right when the profile stopped at an iteration
@@ -145,6 +148,25 @@ dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
     for (size_t drop = 0; st == DH_OK && drop <= 2 && drop < nseg && !found; drop++)
         found = dh__try_period(p, start, hash, nseg - drop, drop == 0 && p->sync_at_end, r, z,
                                out);
+    /* A program does more than train: after its steps it may run a loop of its own (a
+     * checksum or an evaluation per parameter, a save) whose short period, at the end of the
+     * profile, the search above takes for the iteration. Seen on an H100 under PyTorch
+     * (2026-11-26): a 2-op "iteration" from a per-parameter checksum after 8 training steps.
+     * So when the repetition found covers under half of the profile's ops, the search goes
+     * on with more trailing segments dropped and keeps the repetition that covers the most
+     * ops (the first found among equals: the fewest dropped). */
+    size_t covered = found ? (size_t)out->reps * out->n : 0;
+    for (size_t drop = 3; st == DH_OK && 2 * covered < p->nops && drop + 2 <= nseg &&
+                          drop <= DH__MAX_TAIL_SEGMENTS;
+         drop++) {
+        dh_iteration_t cand;
+        if (dh__try_period(p, start, hash, nseg - drop, 0, r, z, &cand) &&
+            (size_t)cand.reps * cand.n > covered) {
+            *out = cand;
+            covered = (size_t)cand.reps * cand.n;
+            found = 1;
+        }
+    }
     free(start);
     free(hash);
     free(r);

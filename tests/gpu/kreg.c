@@ -13,7 +13,7 @@
  *   - defines vgpu_cost_bytes and vgpu_cost_flops (the programs fetch them; a GPU has no
  *     use for costs);
  *   - interposes the runtime entry points that take a kernel by its host pointer
- *     (cudaLaunchKernel, cudaLaunchKernelExC, cudaGetFuncBySymbol, cudaFuncGetParamInfo,
+ *     (cudaLaunchKernel, cudaLaunchKernelExC and their _ptsz forms, cudaGetFuncBySymbol, cudaFuncGetParamInfo,
  *     cudaFuncGetAttributes, cudaFuncGetName, and __cudaGetKernel, whose cudaKernel_t the
  *     programs then launch with __cudaLaunchKernel as nvcc 13 code does) and replaces a registered stub by its device
  *     function before calling the next definition (the shim, else the runtime).
@@ -114,7 +114,9 @@ static struct {
     attributes_fn attributes;
     name_fn name;
     get_kernel_fn get_kernel;
-} R = {PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    launch_fn launch_ptsz;
+    launch_ex_fn launch_ex_ptsz;
+} R = {PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 
 static void *next(const char *name)
 {
@@ -132,6 +134,8 @@ static void resolve(void)
     *(void **)&R.attributes = next("cudaFuncGetAttributes");
     *(void **)&R.name = next("cudaFuncGetName");
     *(void **)&R.get_kernel = next("__cudaGetKernel");
+    *(void **)&R.launch_ptsz = next("cudaLaunchKernel_ptsz");
+    *(void **)&R.launch_ex_ptsz = next("cudaLaunchKernelExC_ptsz");
 }
 
 #define REAL(f) (pthread_once(&R.once, resolve), R.f)
@@ -141,6 +145,24 @@ EXPORT cudaError_t cudaLaunchKernel(const void *func, dim3 grid, dim3 block, voi
 {
     launch_fn f = REAL(launch);
     return f ? f(dev_of(func), grid, block, args, shmem, s) : cudaErrorNotSupported;
+}
+
+EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args,
+                                         size_t shmem, cudaStream_t s);
+EXPORT cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 grid, dim3 block, void **args,
+                                         size_t shmem, cudaStream_t s)
+{
+    launch_fn f = REAL(launch_ptsz);
+    return f ? f(dev_of(func), grid, block, args, shmem, s) : cudaErrorNotSupported;
+}
+
+EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *cfg, const void *func,
+                                            void **args);
+EXPORT cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *cfg, const void *func,
+                                            void **args)
+{
+    launch_ex_fn f = REAL(launch_ex_ptsz);
+    return f ? f(cfg, dev_of(func), args) : cudaErrorNotSupported;
 }
 
 EXPORT cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *cfg, const void *func, void **args)

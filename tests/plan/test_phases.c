@@ -192,6 +192,38 @@ static void test_truncated_profile(void **state)
     dh_profile_free(p);
 }
 
+/* The program goes on after its training steps with a loop of its own (PyTorch's
+ * per-parameter checksum, an evaluation): many short segments that repeat with a period
+ * of one. The iteration is still the training step, not that loop's 2 ops. */
+static void test_periodic_tail(void **state)
+{
+    (void)state;
+    dh_synth_t s = base();
+    dh_profile_t *p = dh_synth_profile(&s);
+    size_t n = dh_synth_iter_ops(&s), iter_end = p->nops, tail = 2 * 300;
+    dh_prof_op_t *ops = realloc(p->ops, (p->nops + tail) * sizeof(*ops));
+    assert_non_null(ops);
+    p->ops = ops;
+    for (size_t i = 0; i < tail; i++) {
+        dh_prof_op_t *o = &p->ops[iter_end + i];
+        *o = p->ops[0];
+        o->sig = i % 2 ? 0x7a11u : 0x7a10u;
+        o->thread = 0;
+        o->sync_before = i % 2 == 0;
+        o->dep1 = 0;
+    }
+    p->nops += tail;
+    p->sync_at_end = 1;
+    dh_iteration_t it;
+    char err[512];
+    assert_int_equal(dh_profile_find_iteration(p, "prof.json", &it, err, sizeof(err)), DH_OK);
+    assert_int_equal(it.n, n);
+    assert_true(it.reps >= 2);
+    assert_true(it.first + it.n <= iter_end);
+    /* Without the tail's length dropped past, the period of 2 ops would have been taken. */
+    dh_profile_free(p);
+}
+
 static void test_no_iteration(void **state)
 {
     (void)state;
@@ -782,6 +814,7 @@ int main(void)
         cmocka_unit_test(test_no_pair_across_a_sync),
         cmocka_unit_test(test_truncated_profile),
         cmocka_unit_test(test_no_iteration),
+        cmocka_unit_test(test_periodic_tail),
         cmocka_unit_test(test_microbatch_warning_and_unknown_times),
         cmocka_unit_test(test_sections_and_diff),
         cmocka_unit_test(test_issue_order),

@@ -286,6 +286,14 @@ static void backward(cublasHandle_t h, int it, int mb)
     cov_launch(L_RT_PTSZ, K_SCALE, G.s_comm, dh1r, dh1r, 1.0f, FN);
     cov_launch(L_EXC_PTSZ, K_SCALE, G.s_comm, dh1r, dh1r, 1.0f, FN);
     cov_launch(L_KH_PTSZ, K_SCALE, G.s_comm, dh1r, dh1r, 1.0f, FN);
+    /* ProcessGroupNCCL's Work: an event recorded after the collective and destroyed as
+     * soon as the work is let go, often before the shim has issued the record. */
+    {
+        cudaEvent_t done;
+        CK_RT(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+        CK_RT(cudaEventRecord(done, G.s_comm));
+        CK_RT(cudaEventDestroy(done));
+    }
     CK_RT(cudaEventRecordWithFlags(G.ev_comm[k], G.s_comm, cudaEventRecordDefault));
     CK_RT(cudaStreamWaitEvent(G.s0, G.ev_comm[k], 0));
 

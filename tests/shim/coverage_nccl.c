@@ -69,12 +69,17 @@ void cov_nccl_setup(cudaStream_t side)
     ep.commName = "EXPERT_MODEL_PARALLEL_GROUP";
     CK_NCCL(ncclGetUniqueId(&id));
     CK_NCCL(ncclCommInitRankScalable(&comms[EP], 1, 0, 1, &id, &ep));
-    /* A world communicator for one device, shrunk (nothing excluded) into the context
-     * group, then aborted as a process group's shutdown does. */
-    ncclComm_t world = NULL;
+    /* A world communicator for one device, split into the context group, then aborted as a
+     * process group's shutdown does. A shrink must exclude a rank (NCCL refuses an empty
+     * list), so on one rank it fails: the wrapper must hand that status back. */
+    ncclComm_t world = NULL, none = NULL;
     int devs[1] = {0};
     CK_NCCL(ncclCommInitAll(&world, 1, devs));
-    CK_NCCL(ncclCommShrink(world, NULL, 0, &comms[CP], NULL, NCCL_SHRINK_DEFAULT));
+    CK_NCCL(ncclCommSplit(world, 0, 0, &comms[CP], NULL));
+    ncclResult_t shrunk = ncclCommShrink(world, NULL, 0, &none, NULL, NCCL_SHRINK_DEFAULT);
+    if (shrunk != ncclInvalidArgument)
+        cov_die(__LINE__, "ncclCommShrink excluding no rank: %d, expected ncclInvalidArgument",
+                (int)shrunk);
     CK_NCCL(ncclCommAbort(world));
 
     CK_NCCL(ncclCommCount(comms[TP], &count));

@@ -527,7 +527,11 @@ static void expect_meta(fx_t *f, const char *mode, int deferring)
                                          "replay_errors", "call_rejects", "call_learns", "cross_strand_barriers",
                                          "paired_groups", "dependency_moves",
                                          "order_fallbacks", "kick_flushes", "lag_waits",
-                                         "max_held_back"};
+                                         "max_held_back", "events_destroyed_later", "pool_parked_peak_bytes",
+                                         "pool_reuse_same_strand", "pool_reuse_same_strand_bytes",
+                                         "pool_reuse_cross_strand",
+                                         "pool_reuse_cross_strand_bytes", "pool_fresh_allocs",
+                                         "pool_fresh_bytes", "pool_cross_refused"};
     const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);
     const size_t ndrains = sizeof(drains) / sizeof(drains[0]);
     const size_t ntotals = sizeof(totals) / sizeof(totals[0]);

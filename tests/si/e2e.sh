@@ -9,6 +9,11 @@
 #   - time: "config X: baseline T0 ms, SI T1 ms, speedup S" (virtual time, mean of the
 #     steady iterations); configurations whose communication is exposed require S > 1.
 # Scenarios (2 ranks unless noted):
+#   share_mem  tp_sp's model: the plan run reuses captured frees in its own strand and
+#       across strands (DHELIX_STATS pool_reuse_*), exact, and holds less device memory
+#       than with DHELIX_SHARE_MEM=0; with the test break pool_barrier (the other strand
+#       takes a block with no barrier after its free) the vgpu must find the race (status
+#       86); stress mode with three seeds reuses and stays exact
 #   tp_sp pp_1f1b pp_tp (4 ranks) cp dp_ogr moe_ep       baseline -> profile -> plan -> SI
 #   pp_vpp pp4_vpp pp4_vpp_nooverlap (4 ranks), pp4_tp_vpp pp4_tp_vpp_nooverlap (8 ranks):
 #   the interleaved 1F1B (--vpp 2), and pp_tp_l4 pp4_l8 pp4_tp_l8 the same models without
@@ -366,6 +371,62 @@ scenario_si() {
   fi
 }
 
+# meta_check NAME KEY OP VALUE: every rank's DHELIX_STATS meta KEY OP VALUE.
+meta_check() {
+  local name=$1 key=$2 op=$3 want=$4 bad=() r v
+  while read -r r v; do
+    if ! [[ $v =~ ^[0-9]+$ ]] || ! [ "$v" "$op" "$want" ]; then bad+=("rank $r: $key=$v"); fi
+  done < <(sij meta "$key" $(stats_files "$name"))
+  if [ -z "$(stats_files "$name")" ] || [ ${#bad[@]} -gt 0 ]; then
+    fail "$name: $key $op $want does not hold: ${bad[*]:-no stats files}"
+    return 1
+  fi
+  pass "$name: $key $op $want on every rank ($(sij meta "$key" $(stats_files "$name") | tr '\n' ' '))"
+}
+
+# Strands share memory (scheduler/mempool.h; see the file comment).
+scenario_share_mem() {
+  local n=2 k rc
+  local args=(--model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 5)
+  wl_run base "$n" -- "${args[@]}"
+  run_ok base || return
+  profile prof "$n" -- "${args[@]}" || return
+  make_plan prof || return
+  # shellcheck disable=SC2046
+  wl_run si "$n" $(si_env "$work/plan.json" si) -- "${args[@]}"
+  run_ok si base || return
+  meta_check si pool_reuse_same_strand -gt 0
+  meta_check si pool_reuse_cross_strand -gt 0
+  # shellcheck disable=SC2046
+  wl_run nopool "$n" DHELIX_SHARE_MEM=0 $(si_env "$work/plan.json" nopool) -- "${args[@]}"
+  run_ok nopool base || return
+  meta_check nopool pool_reuse_same_strand -eq 0
+  local m0 m1 m2
+  m0=$(sij field "$work/base.out" peak_mem_gib)
+  m1=$(sij field "$work/si.out" peak_mem_gib)
+  m2=$(sij field "$work/nopool.out" peak_mem_gib)
+  if awk -v a="$m1" -v b="$m2" 'BEGIN { exit !(a < b) }'; then
+    pass "peak device memory: baseline $m0 GiB, SI $m1 GiB, SI without sharing $m2 GiB"
+  else
+    fail "peak device memory: SI $m1 GiB is not below SI without sharing ($m2 GiB; baseline $m0 GiB)"
+  fi
+  # The ordering rule is load-bearing: without the barrier the vgpu finds the race.
+  # shellcheck disable=SC2046
+  wl_run broken "$n" DHELIX_TEST_BREAK=pool_barrier $(si_env "$work/plan.json" broken) -- "${args[@]}"
+  rc=$(cat "$work/broken.rc")
+  if [ "$rc" = 86 ]; then
+    pass "broken: with the test break pool_barrier the vgpu found a data race (status 86)"
+  else
+    fail "broken: with the test break pool_barrier the run ended with status $rc, expected 86 (a race)"
+    diag broken
+  fi
+  for k in 1 2 3; do
+    wl_run stress$k "$n" DHELIX_MODE=stress DHELIX_SEED=$k LD_PRELOAD="$shim" DHELIX_STATS=json \
+      "DHELIX_STATS_FILE=$work/stress$k.stats.%p.json" -- "${args[@]}"
+    run_ok stress$k base && meta_check stress$k pool_reuse_same_strand -gt 0
+  done
+}
+
 # Plan runs with a dispatcher that falls behind at random points (see the file comment).
 scenario_jitter() {
   local n=4 k
@@ -629,6 +690,7 @@ case $scenario in
     set -- bad_plan "${scenario#bad_plan_}" ;;
   inject_stress) set -- inject_stress ;;
   jitter) set -- jitter ;;
+  share_mem) set -- share_mem ;;
   rotated_plan) set -- rotated_plan ;;
   agree_silent) set -- agree_silent ;;
   *)

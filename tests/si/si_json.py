@@ -10,6 +10,8 @@
                                      "RANK key=value ..." with the keys of the "plan" object
                                      (or of the flat meta keys plan_*, with paired_groups;
                                      "RANK noplan" when neither); launchers (rank "-") skipped
+  si_json.py meta KEY FILE...        "RANK VALUE" per rank among the DHELIX_STATS files: the
+                                     flat meta key KEY (absent: "RANK -"); launchers skipped
   si_json.py set PLAN OUT KEY VALUE  a copy of PLAN with a top-level key set (VALUE is JSON)
   si_json.py plan-summary PLAN       one line: sections, ops, groups, predicted times
   si_json.py cut-profile PROF OUT MB the profile PROF (MB micro-batches per iteration) from
@@ -75,6 +77,18 @@ def main(argv):
     elif cmd == "field":
         v = load_run(args[0]).get(args[1])
         print("" if v is None else v)
+    elif cmd == "meta":
+        rows = {}
+        for path in args[1:]:
+            try:
+                meta = json.load(open(path)).get("meta", {})
+            except (OSError, ValueError) as e:
+                die("%s: %s" % (path, e))
+            rank = str(meta.get("rank", "-"))
+            if rank.isdigit():
+                rows[int(rank)] = meta.get(args[0], "-")
+        for r in sorted(rows):
+            print(r, rows[r])
     elif cmd == "plan-stats":
         rows = {}
         for path in args:

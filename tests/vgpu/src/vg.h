@@ -111,6 +111,10 @@ VG_API void vg_pool_stats(int dev, vg_pool_stats_t *st);
 VG_API void vg_pool_reset_peak(int dev, int reserved); /* high watermark := current */
 /* Releases cached pool blocks until at most keep bytes stay (cudaMemPoolTrimTo). */
 VG_API void vg_pool_trim(int dev, size_t keep);
+/* The default pool's reuse policy attr (0 opportunistic, 1 internal dependencies, 2 event
+ * dependencies): sets it to value when set, returns it (1 allowed, the default). Only
+ * opportunistic reuse changes what vg_pool_alloc does (mem.c). */
+VG_API int vg_pool_policy(int dev, int attr, int set, int value);
 
 /* ---- operations ---- */
 typedef enum {

@@ -43,6 +43,9 @@ typedef struct vg_pool_state {
     size_t live, peak;   /* device bytes in live allocations, all kinds (counters) */
     size_t pool_reserved, pool_reserved_peak; /* the default pool: in use + cached */
     size_t pool_used, pool_used_peak;         /* the default pool: in use */
+    int no_opportunistic;  /* cudaMemPoolReuseAllowOpportunistic set to 0 */
+    int no_internal;       /* cudaMemPoolReuseAllowInternalDependencies set to 0 */
+    int no_events;         /* cudaMemPoolReuseFollowEventDependencies set to 0 */
 } vg_pool_state_t;
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -372,7 +375,11 @@ cudaError_t vg_pool_alloc(void **p, size_t size, cudaStream_t s)
     vg_pool_state_t *ps = &pools[st->dev];
     for (int i = ps->nfree - 1; i >= 0; i--) {
         vg_alloc_t *a = ps->free[i];
-        if (a->size != rsize || !(a->free_stream == s || a->free_op->state == VG_ST_DONE)) {
+        /* The same stream, or (opportunistic) a free that has executed. Event dependencies
+         * and internal dependencies are not modelled: the vgpu never reuses through them,
+         * which is the pool with both off (vg_pool_policy). */
+        if (a->size != rsize ||
+            !(a->free_stream == s || (!ps->no_opportunistic && a->free_op->state == VG_ST_DONE))) {
             continue;
         }
         ps->free[i] = ps->free[--ps->nfree];
@@ -439,6 +446,22 @@ cudaError_t vg_pool_free(void *p, cudaStream_t s)
     account(a, -1);
     pthread_mutex_unlock(&mem_lock);
     return cudaSuccess;
+}
+
+int vg_pool_policy(int dev, int attr, int set, int value)
+{
+    if (dev < 0 || dev >= VG_MAX_DEVICES) {
+        return -1;
+    }
+    pthread_mutex_lock(&mem_lock);
+    vg_pool_state_t *ps = &pools[dev];
+    int *f = attr == 0 ? &ps->no_opportunistic : attr == 1 ? &ps->no_internal : &ps->no_events;
+    if (set) {
+        *f = !value;
+    }
+    int v = !*f;
+    pthread_mutex_unlock(&mem_lock);
+    return v;
 }
 
 void vg_pool_trim(int dev, size_t keep)

@@ -317,7 +317,8 @@ static cublasStatus_t set_epilogue(const lt_desc_t *d, vg_gemm_desc_t *g)
 /* Fills call (everything but data pointers and scalars) from the handle and descriptors,
  * with the statuses cuBLASLt documents: NOT_INITIALIZED for a bad handle, INVALID_VALUE for
  * inconsistent or missing arguments, NOT_SUPPORTED for valid configurations the vgpu does
- * not implement. A NULL Ddesc means D is laid out like C. */
+ * not implement. A NULL Ddesc is refused: cuBLASLt 13 returned CUBLAS_STATUS_INVALID_VALUE
+ * for it on an H100 (2026-11-26; the vgpu took it for "like C" until then). */
 static cublasStatus_t describe(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                                cublasLtMatrixLayout_t ad, cublasLtMatrixLayout_t bd,
                                cublasLtMatrixLayout_t cd, cublasLtMatrixLayout_t dd,
@@ -329,7 +330,7 @@ static cublasStatus_t describe(cublasLtHandle_t handle, cublasLtMatmulDesc_t des
     }
     const lt_desc_t *d = vg__lt_desc(desc);
     const lt_layout_t *a = vg__lt_layout(ad), *b = vg__lt_layout(bd), *c = vg__lt_layout(cd);
-    const lt_layout_t *o = dd ? vg__lt_layout(dd) : c;
+    const lt_layout_t *o = dd ? vg__lt_layout(dd) : NULL;
     if (!d || !a || !b || !c || !o || !valid_op(d->transa) || !valid_op(d->transb)) {
         return CUBLAS_STATUS_INVALID_VALUE;
     }

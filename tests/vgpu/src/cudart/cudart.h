@@ -10,4 +10,8 @@
 /* cudaStream_t as the _ptsz entry points mean it: NULL is the per-thread stream. */
 static inline cudaStream_t vg_ptsz(cudaStream_t s) { return s ? s : cudaStreamPerThread; }
 
+/* A driver entry point as the runtime fetches it (cudart_dev.c: cuGetProcAddress_v2 from a
+ * libcuda.so.1 handle, through whatever dlsym the process has); NULL when none. */
+void *vg_driver_entry(const char *sym);
+
 #endif

@@ -176,6 +176,16 @@ static cudaError_t entry_point(const char *sym, void **fn, int ver, unsigned lon
     return cudaSuccess; /* as documented: status tells whether the symbol was found */
 }
 
+void *vg_driver_entry(const char *sym)
+{
+    void *fn = NULL;
+    enum cudaDriverEntryPointQueryResult st = cudaDriverEntryPointSymbolNotFound;
+    if (entry_point(sym, &fn, VG_CUDART_VERSION, 0, &st) != cudaSuccess ||
+        st != cudaDriverEntryPointSuccess)
+        return NULL;
+    return fn;
+}
+
 VG_API cudaError_t cudaGetDriverEntryPoint(const char *sym, void **fn, unsigned long long flags,
                                            enum cudaDriverEntryPointQueryResult *st)
 {

@@ -161,8 +161,9 @@ VG_API cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t p, enum cudaMemPoolAttr
     if (d < 0 || !v) RET(cudaErrorInvalidValue);
     switch (a) {
     case cudaMemPoolAttrReleaseThreshold: pool_threshold[d] = *(unsigned long long *)v; break;
-    case cudaMemPoolReuseFollowEventDependencies: case cudaMemPoolReuseAllowOpportunistic:
-    case cudaMemPoolReuseAllowInternalDependencies: break; /* reuse policy is fixed, see mem.c */
+    case cudaMemPoolReuseAllowOpportunistic: vg_pool_policy(d, 0, 1, *(int *)v); break;
+    case cudaMemPoolReuseAllowInternalDependencies: vg_pool_policy(d, 1, 1, *(int *)v); break;
+    case cudaMemPoolReuseFollowEventDependencies: vg_pool_policy(d, 2, 1, *(int *)v); break;
     case cudaMemPoolAttrReservedMemHigh: case cudaMemPoolAttrUsedMemHigh:
         if (*(unsigned long long *)v) RET(cudaErrorInvalidValue); /* only a reset is allowed */
         vg_pool_reset_peak(d, a == cudaMemPoolAttrReservedMemHigh);
@@ -180,8 +181,9 @@ VG_API cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t p, enum cudaMemPoolAttr
     vg_pool_stats(d, &st);
     switch (a) {
     case cudaMemPoolAttrReleaseThreshold: *(unsigned long long *)v = pool_threshold[d]; break;
-    case cudaMemPoolReuseFollowEventDependencies: case cudaMemPoolReuseAllowOpportunistic:
-    case cudaMemPoolReuseAllowInternalDependencies: *(int *)v = 1; break;
+    case cudaMemPoolReuseAllowOpportunistic: *(int *)v = vg_pool_policy(d, 0, 0, 0); break;
+    case cudaMemPoolReuseAllowInternalDependencies: *(int *)v = vg_pool_policy(d, 1, 0, 0); break;
+    case cudaMemPoolReuseFollowEventDependencies: *(int *)v = vg_pool_policy(d, 2, 0, 0); break;
     case cudaMemPoolAttrReservedMemCurrent: *(unsigned long long *)v = st.reserved; break;
     case cudaMemPoolAttrUsedMemCurrent: *(unsigned long long *)v = st.used; break;
     case cudaMemPoolAttrReservedMemHigh: *(unsigned long long *)v = st.reserved_peak; break;

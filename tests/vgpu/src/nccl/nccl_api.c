@@ -451,8 +451,11 @@ VG_API ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList,
     ncclResult_t r = vgn_comm_check(comm);
     if (r != ncclSuccess && !(r == ncclInvalidUsage && comm && comm->magic == VGN_COMM_MAGIC))
         return r; /* a failed or revoked parent may still be shrunk */
-    if (!newcomm || excludeRanksCount < 0 || (excludeRanksCount && !excludeRanksList)) {
-        vgn_error("nccl: ncclCommShrink: invalid arguments");
+    /* NCCL 2.28 (NVIDIA/nccl src/init.cc, ncclCommInitChildComm): the list must be given
+     * and exclude at least one rank; a shrink that excludes nothing is refused (seen on an
+     * H100 with NCCL 2.28.3). */
+    if (!newcomm || !excludeRanksList || excludeRanksCount <= 0) {
+        vgn_error("nccl: ncclCommShrink: invalid arguments (excludeRanksList must name at least one rank)");
         return ncclInvalidArgument;
     }
     *newcomm = NULL;
