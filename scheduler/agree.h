@@ -10,19 +10,24 @@
  * (torchrun), else, when every rank runs on this host, the loopback and a port derived from
  * the launcher's job id.
  *
- * Every wait is bounded by DHELIX_AGREE_TIMEOUT_MS: a vote not answered in time is a "no",
- * and the channel is then broken for good: every later vote of every rank answers "no"
- * without waiting (rank 0 stops waiting for a peer that missed one deadline; a rank that
- * timed out waiting for rank 0 stops asking). So a peer that stops answering makes
- * everyone fall back to program order, never hang. The decision never depends on timing
- * while every rank answers in time.
+ * Rounds (DESIGN.md invariant 9, tracker.c "agreement"): a rank votes once per pair of
+ * micro-batches it would issue out of program order, on key (iteration, pair, sub). A
+ * "yes" waits for the round's decision; a "no" means "from this pair on, this iteration runs
+ * in program order here" and waits for nothing: it decides its round and every later round
+ * of its iteration for all ranks at once. A round is decided yes when every rank whose
+ * pair mask (dh_agree_set_mask) has the pair voted yes on it; a rank whose plan leaves that
+ * pair serial issues it in program order, which the plan's order of collectives for that
+ * pair then is on every rank (plan/orders.c), so it need not vote.
  *
- * Keys: each vote carries a 64-bit key (the caller's iteration ordinal, or a plan
- * fingerprint for DHELIX_MODE=auto); rank 0 answers "no" when the keys of one round differ,
- * so ranks that lost step fall back together instead of pairing on different iterations.
+ * Every wait is bounded by DHELIX_AGREE_TIMEOUT_MS: a yes not answered in time is a "no",
+ * and the channel is then broken for good: the rank closes its connection, the hub tells
+ * every rank, and every later vote of every rank answers "no" without waiting. So a peer
+ * that stops answering makes everyone fall back to program order, never hang. While every
+ * rank answers in time, no decision depends on timing.
  *
- * Thread-safety: dh_agree_vote is called from one thread at a time (the caller serialises:
- * the tracker calls it with dh__s.lock held); dh_agree_stats may be called from any thread.
+ * Thread-safety: dh_agree_vote is called from one thread at a time and never with the
+ * scheduler lock held (sched.c); dh_agree_stats may be called from any thread. The hub is
+ * a thread of its own in rank 0, started by the first vote.
  */
 #ifndef DH_AGREE_H
 #define DH_AGREE_H
@@ -33,15 +38,22 @@
  * Reads the environment once. */
 int dh_agree_needed(void);
 
-/* One round: this rank's vote (yes nonzero) on key; returns 1 when every rank voted yes on
- * the same key, 0 otherwise (a no, differing keys, a timeout, a broken or unavailable
- * channel). The first call opens the channel (bounded by the same timeout). With one rank
- * returns yes at once. */
+/* This rank's vote on key (iteration << 24 | pair << 8 | sub). yes 1 ("pair as planned") or
+ * 2 ("drain here"): waits (bounded) for the round's decision and returns yes when every
+ * rank with the pair voted the same, 0 otherwise (a no, differing votes, a timeout, a
+ * broken or unavailable channel). yes 0: casts "no from key on" without waiting and returns
+ * 0. The first call opens the channel
+ * (bounded by twice the timeout). With one rank returns yes at once. */
 int dh_agree_vote(uint64_t key, int yes);
+
+/* This rank's pairs: bit p set when its plan pairs pair p (pairs from 63 on: bit 63). Set
+ * before the first vote; sent to the hub when the channel opens. */
+void dh_agree_set_mask(uint64_t mask);
 
 typedef struct dh_agree_stats {
     uint64_t rounds, yes, no, timeouts;
-    uint64_t total_ns, max_ns;   /* time spent in dh_agree_vote, connection included */
+    uint64_t waits;              /* yes votes: the rounds this rank waited for */
+    uint64_t total_ns, max_ns;   /* time those waits took, the connection included */
     int broken;                  /* the channel gave up (a timeout, or it never opened) */
 } dh_agree_stats_t;
 void dh_agree_stats(dh_agree_stats_t *out);

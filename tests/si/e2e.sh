@@ -278,6 +278,9 @@ for line in open(sys.argv[2]):
     ran = int(m.group(1)) if m else -1
     sec = ([s for s in plan["sections"] if rank in s.get("ranks", [])] or plan["sections"][:1])[0]
     planned = int(sec.get("held_ops", 0))
+    # Pairs that wait for the ranks' vote are held whole: the shim says how much that is.
+    d = re.search(r"\bplan_held_design=(\d+)", line)
+    planned = max(planned, int(d.group(1))) if d else planned
     pairs = any(g["a"][1] > 0 and g["b"][1] > 0 for b in sec.get("blocks", [sec]) for _ in range(b.get("repeat", 1)) for g in b["groups"])
     good = 0 <= ran <= planned + planned // 4 + 1 and (pairs or ran <= 1)
     ok &= good
@@ -647,8 +650,8 @@ for f in sys.argv[1:]:
     m = json.load(open(f))["meta"]
     if not str(m.get("rank", "-")).isdigit():
         continue
-    print("      rank %s: agree_rounds=%s agree_no=%s agree_broken=%s plan_vetoed_iterations=%s" % (
-        m["rank"], m.get("agree_rounds"), m.get("agree_no"), m.get("agree_broken"), m.get("plan_vetoed_iterations")))
+    print("      rank %s: agree_rounds=%s agree_no=%s agree_broken=%s plan_vetoed_rounds=%s" % (
+        m["rank"], m.get("agree_rounds"), m.get("agree_no"), m.get("agree_broken"), m.get("plan_vetoed_rounds")))
     if m.get("agree_broken") != 1 or m.get("agree_no", 0) < 1:
         bad.append(m["rank"])
 sys.exit(1 if bad else 0)
