@@ -571,6 +571,9 @@ int dh_agree_vote(uint64_t key, int yes)
         }
     }
     uint64_t dt = dh__now_ns() - t0;
+    DH_DEBUG(SCHED, "agreement: vote %d on iteration %llu pair %llu sub %llu: %d (%llu us)", yes,
+             (unsigned long long)(key >> 24), (unsigned long long)(key >> 8 & 0xffff),
+             (unsigned long long)(key & 0xff), d, (unsigned long long)(dt / 1000));
     pthread_mutex_lock(&dh__ag.lock);
     dh__ag.st.rounds++;
     if (d > 0)
@@ -591,6 +594,12 @@ int dh_agree_vote(uint64_t key, int yes)
 }
 
 void dh_agree_set_mask(uint64_t mask) { dh__ag.mask = mask; }
+
+void dh_agree_open(void)
+{
+    if (dh_agree_needed() && !dh__ag.opened && !dh__ag.broken && dh__open() == 0)
+        dh__ag.opened = 1;
+}
 
 void dh_agree_stats(dh_agree_stats_t *out)
 {

@@ -58,6 +58,11 @@ typedef struct dh_agree_stats {
 } dh_agree_stats_t;
 void dh_agree_stats(dh_agree_stats_t *out);
 
+/* Opens the channel now (bounded by twice the timeout) if it is not open: a rank whose plan
+ * has no pair to vote on still tells the hub so (its mask), or its peers would wait for its
+ * votes. Same thread rules as dh_agree_vote. */
+void dh_agree_open(void);
+
 /* Closes the channel (at exit). */
 void dh_agree_close(void);
 

@@ -487,6 +487,9 @@ static void dh__unc_add(const dh_op_t *op)
  * "agreement"). The vote waits without the lock: the dispatcher goes on meanwhile. */
 static void dh__agree_before(const dh_op_desc_t *d)
 {
+    static _Atomic int opened;
+    if (!atomic_exchange_explicit(&opened, 1, memory_order_relaxed) && dh_tracker_planned())
+        dh_agree_open();
     uint64_t key = 0;
     pthread_mutex_lock(&dh__s.lock);
     int due = dh_tracker_vote_due(d, &key);

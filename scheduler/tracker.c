@@ -498,15 +498,13 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         /* At an iteration boundary the program may simply have left the loop (evaluation,
          * cleanup), and a first iteration may differ from the steady state (lazy set-up):
          * only a mismatch inside an iteration after a matched one is a desync. */
-        if (dh__t.cur.c == 0 && dh__t.agree && dh__t.iters_tracked > 0) {
-            /* This rank will not follow the next iteration: it says so for that iteration
-             * (whose number it takes), so that its peers do not wait for it. */
-            dh__t.settled = 0;
-            dh__t.vpi = 0;
-            dh__t.sub = 0;
-            dh__t.iter_no++;
-            dh__settle(1);
-        } else {
+        if (dh__t.agree && dh__t.cur.c > 0 && dh__t.nvp > 0 && dh__t.vpi == 0 &&
+            dh__t.sub == 0 && !dh__t.settled && dh__t.cur.c <= dh__t.vp[0].c0) {
+            /* The iteration just started did not get as far as any pair: it was not one
+             * (the program matched the template's first op elsewhere, as its peers did
+             * not); the next match counts it again, so that the keys stay alike. */
+            dh__t.iter_no--;
+        } else if (dh__t.cur.c > 0) {
             dh__settle(1);
         }
         if (dh__t.cur.c > 0 && dh__t.iters_tracked > 0) {
@@ -653,6 +651,8 @@ void dh_tracker_planned_hold(uint64_t *ops, uint64_t *bytes)
         *bytes = dh__t.held_bytes;
     }
 }
+
+int dh_tracker_planned(void) { return dh__t.w != NULL; }
 
 uint64_t dh_tracker_hold_design(void)
 {

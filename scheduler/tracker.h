@@ -40,6 +40,9 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush);
  * when pairs wait for the ranks' vote (tracker.c, "agreement"); 0 without a plan. */
 uint64_t dh_tracker_hold_design(void);
 
+/* Whether a plan was loaded (immutable after load; no lock needed). */
+int dh_tracker_planned(void);
+
 /* Lock held: the allocation stamp (memtab.h) at the start of the current pair's strand-0
  * phase, 0 when no pair is under way. */
 uint64_t dh_tracker_pair_stamp(void);
