@@ -130,9 +130,9 @@ typedef enum dh_cfg_kind {
       "`%h` host, `%p` pid", 0, 0,                                                          \
       "Where `DHELIX_STATS` output goes; a file is appended to.")                           \
     X(AGREE_TIMEOUT_MS, agree_timeout_ms, INT, "10000", NULL, 10, 600000,                  \
-      "Longest wait, in milliseconds, for the other ranks' votes before a rank issues an "  \
-      "iteration in plan order (and for the agreement channel to open); past it every rank " \
-      "runs program order for the rest of the job, with one warning.")                       \
+      "Longest wait, in milliseconds, for the ranks' decision on a pair of micro-batches "  \
+      "before a rank issues it in plan order (twice that for the agreement channel to "     \
+      "open); past it every rank runs program order for the rest of the job, one warning.") \
     X(AGREE_ADDR, agree_addr, STR, "", "empty, or host:port of rank 0's agreement channel", \
       0, 0,                                                                                 \
       "Where the ranks' agreement channel listens (rank 0). Empty: MASTER_ADDR and "        \
