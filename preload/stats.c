@@ -85,6 +85,16 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
         DH__META_NUM("plan_matched_ops", st.plan_matched_ops);
         DH__META_NUM("plan_unmatched_ops", st.plan_unmatched_ops);
         DH__META_NUM("plan_refuted_phases", st.plan_refuted_phases);
+        DH__META_NUM("plan_vetoed_rounds", st.plan_vetoed);
+        DH__META_NUM("plan_held_design", st.plan_held_design);
+        DH__META_NUM("agree_rounds", st.agree_rounds);
+        DH__META_NUM("agree_no", st.agree_no);
+        DH__META_NUM("agree_timeouts", st.agree_timeouts);
+        DH__META_NUM("agree_broken", (uint64_t)st.agree_broken);
+        DH__META_NUM("agree_waits", st.agree_waits);
+        DH__META_NUM("agree_wait_us", st.agree_total_ns / 1000);
+        DH__META_NUM("agree_max_us", st.agree_max_ns / 1000);
+        DH__META_NUM("agree_mean_us", st.agree_waits ? st.agree_total_ns / st.agree_waits / 1000 : 0);
     }
 #undef DH__META_NUM
     return DH_OK;

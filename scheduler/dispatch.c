@@ -536,13 +536,19 @@ void *dh__dispatch_main(void *arg)
             dh__flush_to(dh__s.next_seq);
         int flush = 0;
         for (unsigned k = 0; k < dh__s.cut_n; k++)
-            flush |= dh__s.cuts[(dh__s.cut_head + k) % dh__s.cut_cap].gend == UINT64_MAX;
+            flush |= dh__s.cuts[(dh__s.cut_head + k) % dh__s.cut_cap].gend == UINT64_MAX ||
+                     dh__s.cuts[(dh__s.cut_head + k) % dh__s.cut_cap].seq;
         if (dh__s.mode == DH_MODE_STRANDS || dh__s.mode == DH_MODE_PLAN) {
             /* Each flush in the order the program asked for them (sched_int.h), then the
              * complete groups: what goes out, and in what order, depends on the program's
              * order alone, never on how far behind this thread is. */
-            for (; dh__s.cut_n > 0; dh__s.cut_n--, dh__s.cut_head = (dh__s.cut_head + 1) % dh__s.cut_cap)
-                dh__order_cut(&b, dh__s.cuts[dh__s.cut_head].lim, dh__s.cuts[dh__s.cut_head].gend);
+            for (; dh__s.cut_n > 0; dh__s.cut_n--, dh__s.cut_head = (dh__s.cut_head + 1) % dh__s.cut_cap) {
+                const struct dh_cut *c = &dh__s.cuts[dh__s.cut_head];
+                dh__order_cut(&b, c->lim, c->gend);
+                /* A round the ranks decided no: what was not agreed, in program order. */
+                if (c->seq && dh__order_seq(&b, UINT64_MAX, c->lim))
+                    dh__s.stats.order_fallbacks++;
+            }
             dh__order_cut(&b, UINT64_MAX, dh__s.release);
         } else {
             dh__s.cut_n = 0;

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agree.h"
 #include "common/log.h"
 #include "deps.h"
 #include "mempool.h"
@@ -364,7 +365,7 @@ struct dh_unc {
     uint64_t ops, bytes;
 };
 
-static void dh__cut(uint64_t lim, uint64_t gend)
+static void dh__cut(uint64_t lim, uint64_t gend, int seq)
 {
     static struct dh_cut first[64]; /* the ring starts here, so a flush is never lost */
     if (dh__s.cuts == NULL) {
@@ -390,26 +391,40 @@ static void dh__cut(uint64_t lim, uint64_t gend)
     /* Two let-outs in a row of one group are one (the group's ops come in its order either
      * way; two flushes are not: each issues its ops group by group). With no memory to
      * queue it, the newest absorbs it: a flush a little earlier than asked for here. */
-    if (last && ((last->gend == gend && gend != UINT64_MAX) || dh__s.cut_n == dh__s.cut_cap)) {
+    if (last && ((last->gend == gend && gend != UINT64_MAX && !seq && !last->seq) ||
+                 dh__s.cut_n == dh__s.cut_cap)) {
         last->lim = lim > last->lim ? lim : last->lim;
-        last->gend = gend > last->gend ? gend : last->gend;
+        last->gend = seq ? gend : gend > last->gend ? gend : last->gend;
+        last->seq |= seq;
         return;
     }
-    dh__s.cuts[(dh__s.cut_head + dh__s.cut_n++) % dh__s.cut_cap] = (struct dh_cut){lim, gend};
+    dh__s.cuts[(dh__s.cut_head + dh__s.cut_n++) % dh__s.cut_cap] = (struct dh_cut){lim, gend, seq};
 }
 
-void dh__let_out(uint64_t lim, uint64_t gend) { dh__cut(lim, gend); }
+void dh__let_out(uint64_t lim, uint64_t gend) { dh__cut(lim, gend, 0); }
 
-void dh__flush_to(uint64_t lim)
+static void dh__flush_cut(uint64_t lim, uint64_t gend, int seq)
 {
     if (lim <= dh__s.flush_upto)
         return;
     dh__s.flush_upto = lim;
-    dh__cut(lim, UINT64_MAX);
+    dh__cut(lim, gend, seq);
     /* Everything submitted is covered now. */
     if (dh__s.unc)
         memset(dh__s.unc, 0, dh__s.unc_cap * sizeof *dh__s.unc);
     dh__s.unc_ops = dh__s.unc_bytes = 0;
+}
+
+void dh__flush_to(uint64_t lim) { dh__flush_cut(lim, UINT64_MAX, 0); }
+
+void dh__flush_seq(uint64_t lim, uint64_t gend)
+{
+    if (lim <= dh__s.flush_upto) {
+        /* Already covered by a flush in the plan's order, which the dispatcher may not have
+         * served yet: this one, after it, changes nothing. */
+        return;
+    }
+    dh__flush_cut(lim, gend, 1);
 }
 
 /* The groups the dispatcher may issue without a flush: below the release mark in the
@@ -467,6 +482,38 @@ static void dh__unc_add(const dh_op_t *op)
     /* else: counted until the next flush, which comes sooner for it */
 }
 
+/* Plan mode with ranks to agree with: when the op described by d completes a pair this
+ * rank would issue out of program order, the ranks vote on it first (tracker.c,
+ * "agreement"). The vote waits without the lock: the dispatcher goes on meanwhile. */
+static void dh__agree_before(const dh_op_desc_t *d)
+{
+    static _Atomic int opened;
+    if (!atomic_exchange_explicit(&opened, 1, memory_order_relaxed) && dh_tracker_planned())
+        dh_agree_open();
+    uint64_t key = 0;
+    pthread_mutex_lock(&dh__s.lock);
+    int due = dh_tracker_vote_due(d, &key);
+    pthread_mutex_unlock(&dh__s.lock);
+    if (!due)
+        return;
+    int yes = dh_agree_vote(key, 1);
+    pthread_mutex_lock(&dh__s.lock);
+    dh_tracker_vote_set(yes);
+    pthread_mutex_unlock(&dh__s.lock);
+}
+
+/* Lock held, plan mode: casts the "no" the tracker asked for, with the lock released for
+ * the send (it waits for nobody), before the caller waits for anything. */
+static void dh__agree_no(void)
+{
+    uint64_t no = dh_tracker_no_due();
+    if (!no)
+        return;
+    pthread_mutex_unlock(&dh__s.lock);
+    dh_agree_vote(no - 1, 0);
+    pthread_mutex_lock(&dh__s.lock);
+}
+
 int dh_sched_submit(dh_op_t *op)
 {
     /* Registered after the device library initialised (it has, since work is being
@@ -475,6 +522,8 @@ int dh_sched_submit(dh_op_t *op)
     op->thread = dh__thread_id();
     dh_op_desc_t d;
     dh__prepare(op, &d);
+    if (dh__s.mode == DH_MODE_PLAN && dh_agree_needed())
+        dh__agree_before(&d);
     int64_t mem = dh__tls_alloc;
     dh__tls_alloc = 0;
     pthread_mutex_lock(&dh__s.lock);
@@ -581,9 +630,13 @@ int dh_sched_submit(dh_op_t *op)
     }
     if (dh__s.unc_ops > lim_ops || dh__s.unc_bytes > lim_bytes) {
         dh__s.stats.drains[DH_DRAIN_LAG]++;
+        if (dh__s.mode == DH_MODE_PLAN)
+            dh_tracker_drain();
         flush = 1;
     }
-    if (flush || dh__s.mode == DH_MODE_PROFILE)
+    if (dh__s.mode == DH_MODE_PLAN && dh_tracker_seq_due())
+        dh__flush_seq(dh__s.next_seq, release0);
+    else if (flush || dh__s.mode == DH_MODE_PROFILE)
         dh__flush_to(dh__s.next_seq);
     else if (let_out)
         dh__let_out(dh__s.next_seq, op->group + 1);
@@ -593,6 +646,8 @@ int dh_sched_submit(dh_op_t *op)
      * a synchronisation drains). */
     if (let_out)
         dh__s.let_out_unwoken++;
+    if (dh__s.mode == DH_MODE_PLAN)
+        dh__agree_no();
     int wake = dh__s.flush_upto > dh__s.low_water || dh__s.release > release0 ||
                dh__s.let_out_unwoken >= DH__LET_OUT_WAKE;
     if (wake) {
@@ -665,6 +720,16 @@ void dh_sched_drain(dh_drain_reason_t why)
 {
     pthread_mutex_lock(&dh__s.lock);
     dh__s.stats.drains[why]++;
+    uint64_t key = 0;
+    if (dh__s.mode == DH_MODE_PLAN && dh_tracker_drain_due(&key)) {
+        /* Mid-pair: the ranks agree on draining here before this thread waits for the
+         * device; unless every rank does, what is held goes out in program order
+         * (tracker.c, "agreement"). */
+        pthread_mutex_unlock(&dh__s.lock);
+        int d = dh_agree_vote(key, 2);
+        pthread_mutex_lock(&dh__s.lock);
+        dh_tracker_drain_set(d);
+    }
     if (dh__program_sync(why)) {
         if (dh__s.mode == DH_MODE_PROFILE)
             dh_prof_sync();
@@ -674,7 +739,10 @@ void dh_sched_drain(dh_drain_reason_t why)
             dh_deps_s0_reset(); /* everything before is issued, in program order */
     }
     uint64_t target = dh__s.next_seq;
-    dh__flush_to(target);
+    if (dh__s.mode == DH_MODE_PLAN && dh_tracker_seq_due())
+        dh__flush_seq(target, dh__s.release);
+    else
+        dh__flush_to(target);
     pthread_cond_signal(&dh__s.work);
     while (dh__s.low_water < target && dh__s.started)
         pthread_cond_wait(&dh__s.done, &dh__s.lock);
@@ -828,7 +896,18 @@ void dh_sched_stats(dh_sched_stats_t *out)
     out->plan_matched_ops = t.matched_ops;
     out->plan_unmatched_ops = t.unmatched_ops;
     out->plan_refuted_phases = t.refuted;
+    out->plan_vetoed = t.vetoed;
+    out->plan_held_design = dh_tracker_hold_design();
     pthread_mutex_unlock(&dh__s.lock);
+    dh_agree_stats_t a;
+    dh_agree_stats(&a);
+    out->agree_rounds = a.rounds;
+    out->agree_no = a.no;
+    out->agree_timeouts = a.timeouts;
+    out->agree_waits = a.waits;
+    out->agree_total_ns = a.total_ns;
+    out->agree_max_ns = a.max_ns;
+    out->agree_broken = a.broken;
 }
 
 dh_mode_t dh_sched_mode(void) { return dh__s.mode; }

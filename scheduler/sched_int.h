@@ -74,6 +74,8 @@ typedef struct dh_sched_state {
      * group, and only then the groups below the release mark. */
     struct dh_cut {
         uint64_t lim, gend;       /* gend UINT64_MAX: a flush; else a group let out early */
+        int seq;                  /* a flush in two parts (dh__flush_seq): the groups below
+                                     gend group by group, then the rest in program order */
     } *cuts;                      /* lock: a ring of cut_cap (grows; sched.c) */
     unsigned cut_head, cut_n, cut_cap; /* lock */
     unsigned let_out_unwoken;     /* lock: ops let out since the dispatcher was last woken */
@@ -130,6 +132,10 @@ const char *dh__plan_order(int lgroup);
 /* Asks the dispatcher to replay every op with seq < lim (after the flushes asked for
  * before). Out of memory for the queue, the newest absorbs it. */
 void dh__flush_to(uint64_t lim);
+/* Like dh__flush_to, but only the groups below gend (released: agreed by the ranks, or in
+ * program order already) go out in the plan's order; the rest with seq < lim goes out in
+ * program order (tracker.c, "agreement": a round decided no). */
+void dh__flush_seq(uint64_t lim, uint64_t gend);
 /* Lets the dispatcher issue the ops with seq < lim of groups below gend now (the program's
  * single-strand group under way, every group before it complete). */
 void dh__let_out(uint64_t lim, uint64_t gend);

@@ -167,6 +167,12 @@ typedef struct dh_sched_stats {
     /* plan mode (the strand tracker) */
     uint64_t plan_iterations, plan_desyncs, plan_resyncs, plan_matched_ops, plan_unmatched_ops;
     uint64_t plan_refuted_phases; /* strand-b phases run unpaired: they depend on strand a */
+    uint64_t plan_held_design;    /* what the plan holds back at most (the caps included) */
+    uint64_t plan_vetoed;         /* iterations matched here but run unpaired: a rank said no */
+    /* the ranks' agreement (agree.h) */
+    uint64_t agree_rounds, agree_no, agree_timeouts; /* votes cast, "no" results, timeouts */
+    uint64_t agree_waits, agree_total_ns, agree_max_ns; /* yes votes: their waits */
+    int agree_broken;
 } dh_sched_stats_t;
 void dh_sched_stats(dh_sched_stats_t *out);
 

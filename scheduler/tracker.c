@@ -20,6 +20,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "agree.h"
 #include "deps.h"
 #include "plan.h"
 #include "registry.h"
@@ -51,9 +52,28 @@ static struct {
     int probe_src;                    /* the paired phase whose writes probe_pair holds, -1 */
     dh_deps_taint_t probe_pair;       /* old allocations probe_src's strand-a ops wrote */
     dh_deps_taint_t probe_iter;       /* ... that every strand-a op of the iteration wrote */
+    /* The ranks' agreement (agree.h; "agreement" below). Immutable once loaded: */
+    int agree;                        /* there are ranks to agree with and pairs to vote on */
+    int nvp;                          /* vote points per iteration */
+    struct dh__vp {
+        size_t c;                     /* the template op that completes the pair */
+        size_t cap;                   /* its first two-strand group: held until the vote */
+        size_t c0;                    /* the first template op of a group from cap on */
+        uint64_t pair;                /* the pair's key (its backward's micro-batch) */
+    } *vp;
+    uint64_t held_capped;             /* what the plan holds at most with the caps */
+    /* guarded by dh__s.lock: */
+    uint64_t iter_no;                 /* template iterations started (the keys' high bits) */
+    int vpi;                          /* the next vote point of this iteration */
+    int sub;                          /* rounds of that pair so far (drains agreed on) */
+    int settled;                      /* the rest of this iteration runs in program order */
+    uint64_t no_due;                  /* 1 + the key of a "no" to cast, 0 none */
+    int seq_due;                      /* what is held must go out in program order */
 } dh__t;
 
 static __thread char dh__t_report[768];
+
+static int dh__vote_points(const dh_plan_section_t *s);
 
 int dh_tracker_load(const char *path)
 {
@@ -98,6 +118,13 @@ int dh_tracker_load(const char *path)
             DH_ERROR(PLAN, "%s: out of memory; running passthrough", path);
             return -1;
         }
+        if (dh__vote_points(s) < 0) {
+            dh_plan_walk_free(dh__t.w);
+            dh__t.w = NULL;
+            dh_plan_free(p);
+            DH_ERROR(PLAN, "%s: out of memory; running passthrough", path);
+            return -1;
+        }
         dh__t.state = DH__T_SEARCH;
         dh__t.first_op = 1;
         DH_INFO(PLAN, "%s: rank %d, template of %zu ops in %d groups (%d blocks, %zu bytes "
@@ -112,6 +139,130 @@ int dh_tracker_load(const char *path)
 }
 
 static const dh_plan_cursor_t dh__first;  /* template op 0 */
+
+/* ---- agreement (DESIGN.md invariant 9, agree.h) ----
+ * A rank issues work out of program order only in two-strand groups. Each pair of
+ * micro-batches (the backward of i beside the forward of i+1) is one round: its two-strand
+ * groups are held until the rank has captured every op of them and matched the template
+ * (the release mark stops at the pair's first two-strand group, "cap"), then the rank votes
+ * yes on (iteration, pair) and waits for the round. All yes: the pair goes out in the plan's
+ * order on every rank. A rank that desyncs, or must drain (a host synchronisation, an
+ * uncapturable call, bounded lag) before its vote, casts "no" for the round it is in,
+ * waiting for nobody, before anything of the drain waits; a no decides the round and the
+ * rest of the iteration for everyone: what each rank holds and everything after it goes
+ * out in program order, and every rank starts again at the next template iteration. So each
+ * communicator's calls come in the same order on every rank: everything agreed went out in
+ * the plan's order everywhere (orders.c makes the pairs' orders of collectives agree across
+ * sections), everything after in program order everywhere. Rounds are named by the
+ * backward's micro-batch, the same on every section; a section whose plan leaves a pair
+ * serial does not vote on it (the masks, agree.h).
+ *
+ * No deadlock: only a yes waits. A yes-voter has issued everything agreed before and holds
+ * only its current pair. A peer gets to the same vote point, or casts "no" first, without
+ * needing that held work: the host only blocks on the device in a drain (or bounded lag),
+ * and both cast the no before waiting for anything. The vote runs on the framework thread
+ * without dh__s.lock (sched.c): the dispatcher goes on issuing what is released; it never
+ * votes and never waits for the framework thread. A wait is bounded (agree.h): past it
+ * every rank runs program order.
+ *
+ * Keys: iteration << 16 | pair, the iteration counted at each template iteration this rank
+ * starts. A divergence that keeps a rank from resynchronising at the next iteration
+ * (it starts one iteration later than its peers) makes the keys differ: the yes-voters
+ * time out and every rank runs program order from then on (bounded, not hung). */
+
+/* The vote points of s (load time, no lock): per pair of micro-batches with two-strand
+ * groups, where its last two-strand group is complete and where its first one is. 0, or -1
+ * out of memory. */
+static int dh__vote_points(const dh_plan_section_t *s)
+{
+    free(dh__t.vp);
+    dh__t.vp = NULL;
+    dh__t.nvp = 0;
+    dh__t.agree = 0;
+    size_t *rel = dh_plan_release_marks(s);
+    struct dh__vp *vp = calloc((size_t)s->ngroups + 1, sizeof *vp);
+    size_t *last = calloc((size_t)s->ngroups + 1, sizeof *last);
+    size_t *cnt = calloc((size_t)s->ngroups + 1, sizeof *cnt);
+    if (!rel || !vp || !last || !cnt) {
+        free(rel);
+        free(vp);
+        free(last);
+        free(cnt);
+        return -1;
+    }
+    int n = 0;
+    uint64_t mask = 0;
+    for (int g = 0; g < s->ngroups; g++) {
+        const dh_plan_group_t *gr = &s->groups[g];
+        if (gr->a_n == 0 || gr->b_n == 0)
+            continue;
+        const dh_plan_op_t *op = &s->ops[gr->a_first];
+        int mb = op->phase >= 0 && op->phase < s->nphases ? s->phases[op->phase].mb : -1;
+        uint64_t pair = mb < 0 ? 0 : (uint64_t)mb > 0xfffe ? 0xfffe : (uint64_t)mb;
+        if (n > 0 && pair <= vp[n - 1].pair) {
+            last[n - 1] = (size_t)g; /* keys only grow within an iteration: one round */
+            continue;
+        }
+        vp[n] = (struct dh__vp){.cap = (size_t)g, .pair = pair};
+        last[n++] = (size_t)g;
+        mask |= 1ull << (pair < 63 ? pair : 63);
+    }
+    /* Each vote at the first op after which the pair's last two-strand group is complete. */
+    for (int k = 0, c = 0; k < n; k++) {
+        while ((size_t)c < s->nops && rel[c] <= last[k])
+            c++;
+        vp[k].c = (size_t)c < s->nops ? (size_t)c : s->nops - 1;
+        vp[k].c0 = vp[k].c;
+        for (size_t j = k > 0 ? vp[k - 1].c + 1 : 0; j < vp[k].c; j++)
+            if ((size_t)s->ops[j].group >= vp[k].cap) {
+                vp[k].c0 = j;
+                break;
+            }
+    }
+    /* What the plan holds at most once the release mark stops at each cap. */
+    uint64_t held = 0, most = 0;
+    size_t r = 0;
+    for (size_t c = 0, k = 0; c < s->nops; c++) {
+        size_t g = (size_t)s->ops[c].group;
+        cnt[g]++;
+        held += g >= r;
+        while (k < (size_t)n && vp[k].c < c)
+            k++;
+        size_t to = rel[c];
+        if (k < (size_t)n && vp[k].c > c && to > vp[k].cap)
+            to = vp[k].cap;
+        for (; r < to; r++)
+            held -= cnt[r];
+        most = held > most ? held : most;
+    }
+    free(rel);
+    free(last);
+    free(cnt);
+    dh__t.vp = vp;
+    dh__t.nvp = n;
+    dh__t.held_capped = most;
+    dh__t.agree = n > 0 && dh_agree_needed();
+    dh_agree_set_mask(mask);
+    return 0;
+}
+
+static uint64_t dh__key(uint64_t iter, int k)
+{
+    return iter << 24 | dh__t.vp[k < dh__t.nvp ? k : dh__t.nvp - 1].pair << 8 |
+           (uint64_t)(dh__t.sub < 255 ? dh__t.sub : 255);
+}
+
+/* Lock held: the rest of this iteration runs in program order; with cast, this rank says no
+ * from its current round on (sched.c casts it once the lock is released). */
+static void dh__settle(int cast)
+{
+    if (!dh__t.agree || dh__t.settled)
+        return;
+    dh__t.settled = 1;
+    dh__t.seq_due = 1;
+    if (cast && dh__t.vpi < dh__t.nvp)
+        dh__t.no_due = 1 + dh__key(dh__t.iter_no, dh__t.vpi);
+}
 
 static const dh_plan_op_t *dh__op_at(const dh_plan_cursor_t *p)
 {
@@ -130,6 +281,20 @@ static void dh__set_release(uint64_t r)
 {
     if (r > dh__s.release)
         dh__s.release = r;
+}
+
+/* Lock held: op takes the next place of an iteration that runs in program order, on one
+ * strand, released as it comes (the probe, an iteration a rank vetoed). */
+static void dh__in_order(dh_op_t *op)
+{
+    if (!dh__t.open) {
+        dh__t.open_group = dh__t.next_group++;
+        dh__t.open = 1;
+    }
+    op->strand = 0;
+    op->lgroup = -1;
+    op->group = dh__t.open_group;
+    dh__set_release(dh__t.open_group + 1);
 }
 
 static void dh__unpaired(dh_op_t *op)
@@ -244,6 +409,16 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
         dh__t.next_group += (uint64_t)dh__t.ngroups;
         dh__t.probing = !dh__t.checked;
         dh__t.probe_src = -1;
+        dh__t.iter_no++;
+        dh__t.vpi = 0;
+        dh__t.sub = 0;
+        dh__t.settled = 0;
+        /* The probe runs in program order: its peers learn so at once. Nothing of the
+         * iteration is held yet. */
+        if (dh__t.probing) {
+            dh__settle(1);
+            dh__t.seq_due = 0;
+        }
         dh_deps_taint_reset(&dh__t.probe_iter, dh_sched_stamp());
     }
     dh_plan_here_t h;
@@ -251,23 +426,18 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
     /* The first op of a paired backward phase starts a pair. */
     if (h.starts_paired_b)
         dh__t.pair_stamp = dh_sched_stamp();
-    if (dh__t.probing) {
+    if (dh__t.probing || dh__t.settled) {
         /* Program order on one strand, released as it comes, like unmatched work. */
-        dh__probe(op, d, &h, dh__t.cur.c);
-        if (!dh__t.open) {
-            dh__t.open_group = dh__t.next_group++;
-            dh__t.open = 1;
-        }
-        op->strand = 0;
-        op->lgroup = -1;
-        op->group = dh__t.open_group;
-        dh__set_release(dh__t.open_group + 1);
+        if (dh__t.probing)
+            dh__probe(op, d, &h, dh__t.cur.c);
+        dh__in_order(op);
         dh__t.st.matched_ops++;
         dh_plan_walk_next(dh__t.w, &dh__t.cur);
         if (dh__t.cur.c == 0) {
             dh__t.st.iterations++;
             dh__t.iters_tracked++;
-            dh__probe_done();
+            if (dh__t.probing)
+                dh__probe_done();
         }
         return 0;
     }
@@ -282,7 +452,12 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
         op->group = dh__t.floor1;
         op->after0 = 1;
     }
-    dh__set_release(dh__t.base + h.release);
+    /* The pair's two-strand groups wait for its vote (agreement, above). */
+    size_t rel = h.release;
+    if (dh__t.agree && dh__t.vpi < dh__t.nvp && dh__t.cur.c < dh__t.vp[dh__t.vpi].c &&
+        rel > dh__t.vp[dh__t.vpi].cap)
+        rel = dh__t.vp[dh__t.vpi].cap;
+    dh__set_release(dh__t.base + rel);
     int out = !op->after0 && h.single_strand && dh__s.release == op->group ? 2 : 0;
     dh__t.st.matched_ops++;
     dh_plan_walk_next(dh__t.w, &dh__t.cur);
@@ -323,6 +498,15 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         /* At an iteration boundary the program may simply have left the loop (evaluation,
          * cleanup), and a first iteration may differ from the steady state (lazy set-up):
          * only a mismatch inside an iteration after a matched one is a desync. */
+        if (dh__t.agree && dh__t.cur.c > 0 && dh__t.nvp > 0 && dh__t.vpi == 0 &&
+            dh__t.sub == 0 && !dh__t.settled && dh__t.cur.c <= dh__t.vp[0].c0) {
+            /* The iteration just started did not get as far as any pair: it was not one
+             * (the program matched the template's first op elsewhere, as its peers did
+             * not); the next match counts it again, so that the keys stay alike. */
+            dh__t.iter_no--;
+        } else if (dh__t.cur.c > 0) {
+            dh__settle(1);
+        }
         if (dh__t.cur.c > 0 && dh__t.iters_tracked > 0) {
             if (!dh__t.warned_episode) {
                 dh__note_desync(d, op);
@@ -365,6 +549,74 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
     }
 }
 
+int dh_tracker_vote_due(const dh_op_desc_t *d, uint64_t *key)
+{
+    if (!dh__t.w || !dh__t.agree || dh__t.state != DH__T_TRACK || dh__t.settled ||
+        dh__t.probing || dh__t.vpi >= dh__t.nvp || dh__t.cur.c != dh__t.vp[dh__t.vpi].c ||
+        dh__t.cur.c == 0 || !dh__match(&dh__t.cur, d))
+        return 0;
+    *key = dh__key(dh__t.iter_no, dh__t.vpi);
+    return 1;
+}
+
+void dh_tracker_vote_set(int yes)
+{
+    if (yes) {
+        dh__t.vpi++;
+        dh__t.sub = 0;
+        return;
+    }
+    dh__t.st.vetoed++;
+    dh__settle(0);
+}
+
+/* Lock held: ops of the current pair's held groups have been taken (work not agreed yet). */
+static int dh__mid_pair(void)
+{
+    return dh__t.w && dh__t.agree && dh__t.state == DH__T_TRACK && dh__t.cur.c > 0 &&
+           !dh__t.probing && !dh__t.settled && dh__t.vpi < dh__t.nvp &&
+           dh__t.cur.c > dh__t.vp[dh__t.vpi].c0;
+}
+
+void dh_tracker_drain(void)
+{
+    /* Held work of a pair not agreed yet would go out in an order only this rank follows. */
+    if (dh__mid_pair())
+        dh__settle(1);
+}
+
+int dh_tracker_drain_due(uint64_t *key)
+{
+    if (!dh__mid_pair())
+        return 0;
+    *key = dh__key(dh__t.iter_no, dh__t.vpi);
+    return 1;
+}
+
+void dh_tracker_drain_set(int d)
+{
+    if (d == 2) {
+        dh__t.sub++; /* every rank drains here: the pair goes on as planned */
+        return;
+    }
+    dh__t.st.vetoed++;
+    dh__settle(0);
+}
+
+uint64_t dh_tracker_no_due(void)
+{
+    uint64_t k = dh__t.no_due;
+    dh__t.no_due = 0;
+    return k;
+}
+
+int dh_tracker_seq_due(void)
+{
+    int s = dh__t.seq_due;
+    dh__t.seq_due = 0;
+    return s;
+}
+
 int dh_tracker_predict_strand(void)
 {
     if (!dh__t.w || dh__t.state != DH__T_TRACK)
@@ -378,7 +630,7 @@ int dh_tracker_predict_where(int *strand, uint64_t *group)
         return 0;
     /* dh__take starts an iteration at op 0: its base and whether it checks are set there. */
     int start = dh__t.cur.c == 0;
-    if (start ? !dh__t.checked : dh__t.probing)
+    if (start ? !dh__t.checked : dh__t.probing || dh__t.settled)
         return 0;
     dh_plan_here_t h;
     dh_plan_walk_at(dh__t.w, &dh__t.cur, &h);
@@ -394,9 +646,19 @@ void dh_tracker_planned_hold(uint64_t *ops, uint64_t *bytes)
 {
     *ops = *bytes = 0;
     if (dh__t.w && dh__t.state == DH__T_TRACK) {
-        *ops = dh__t.held_ops;
+        *ops = dh__t.agree && dh__t.held_capped > dh__t.held_ops ? dh__t.held_capped
+                                                                 : dh__t.held_ops;
         *bytes = dh__t.held_bytes;
     }
+}
+
+int dh_tracker_planned(void) { return dh__t.w != NULL; }
+
+uint64_t dh_tracker_hold_design(void)
+{
+    if (!dh__t.w)
+        return 0;
+    return dh__t.agree && dh__t.held_capped > dh__t.held_ops ? dh__t.held_capped : dh__t.held_ops;
 }
 
 uint64_t dh_tracker_pair_stamp(void) { return dh__t.state == DH__T_TRACK ? dh__t.pair_stamp : 0; }

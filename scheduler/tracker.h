@@ -36,6 +36,13 @@ int dh_tracker_load(const char *path);
  * before it complete), else 0. */
 void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush);
 
+/* What this rank holds back for pairing at most by design: the plan's held_ops, or more
+ * when pairs wait for the ranks' vote (tracker.c, "agreement"); 0 without a plan. */
+uint64_t dh_tracker_hold_design(void);
+
+/* Whether a plan was loaded (immutable after load; no lock needed). */
+int dh_tracker_planned(void);
+
 /* Lock held: the allocation stamp (memtab.h) at the start of the current pair's strand-0
  * phase, 0 when no pair is under way. */
 uint64_t dh_tracker_pair_stamp(void);
@@ -55,6 +62,29 @@ void dh_tracker_report(void);
  * 0 and 0 without a plan being followed. Lock held. */
 void dh_tracker_planned_hold(uint64_t *ops, uint64_t *bytes);
 
+/* Agreement between ranks (agree.h, DESIGN.md invariant 9; tracker.c "agreement" says how
+ * and why it cannot deadlock). Every function here runs with dh__s.lock held; the caller
+ * votes with the lock released.
+ * dh_tracker_vote_due: 1 when the op described by d completes a pair of micro-batches
+ * this rank would issue out of program order (its key in *key): the caller votes yes on it
+ * before assigning the op. dh_tracker_vote_set: the round's decision (a no sends the rest
+ * of the iteration to program order). dh_tracker_drain: bounded lag is about to issue what
+ * is held: mid-pair, the rest of the iteration runs in program order and this rank says
+ * no. dh_tracker_no_due: 1 + the key of a "no" this rank must cast (0 none), once;
+ * the caller casts it before anything waits. dh_tracker_seq_due: 1 once when what is held
+ * (not released yet) must go out in program order (sched.c, dh__flush_seq). */
+int dh_tracker_vote_due(const dh_op_desc_t *d, uint64_t *key);
+void dh_tracker_vote_set(int yes);
+void dh_tracker_drain(void);
+uint64_t dh_tracker_no_due(void);
+int dh_tracker_seq_due(void);
+/* A drain the program asked for (sched.c) in the middle of a pair not agreed yet: the ranks
+ * vote on draining here (agree.h, value 2), lock released. dh_tracker_drain_due: 1 when such
+ * a vote is due (its key in *key). dh_tracker_drain_set: its result, 2 when every rank
+ * drains here (the pair goes on), else the rest of the iteration runs in program order. */
+int dh_tracker_drain_due(uint64_t *key);
+void dh_tracker_drain_set(int d);
+
 /* Lock held: the strand the next op of the program is expected on (0 when unknown). */
 int dh_tracker_predict_strand(void);
 /* Lock held. Where the program's next op will go if it matches the plan: its strand and
@@ -73,6 +103,8 @@ const char *dh_tracker_order(int lgroup);
 typedef struct dh_tracker_stats {
     uint64_t iterations, desyncs, resyncs, matched_ops, unmatched_ops;
     uint64_t refuted;         /* phases found to depend on the work they are paired with */
+    uint64_t vetoed;          /* rounds this rank voted yes on and got no: another rank
+                                 (or the agreement channel) said no */
 } dh_tracker_stats_t;
 /* Lock held. */
 void dh_tracker_stats(dh_tracker_stats_t *out);

@@ -129,6 +129,18 @@ typedef enum dh_cfg_kind {
     X(STATS_FILE, stats_file, PATH, "", "empty (stderr), stderr, stdout or a file path; "   \
       "`%h` host, `%p` pid", 0, 0,                                                          \
       "Where `DHELIX_STATS` output goes; a file is appended to.")                           \
+    X(AGREE_TIMEOUT_MS, agree_timeout_ms, INT, "10000", NULL, 10, 600000,                  \
+      "Longest wait, in milliseconds, for the ranks' decision on a pair of micro-batches "  \
+      "before a rank issues it in plan order (twice that for the agreement channel to "     \
+      "open); past it every rank runs program order for the rest of the job, one warning.") \
+    X(AGREE_ADDR, agree_addr, STR, "", "empty, or host:port of rank 0's agreement channel", \
+      0, 0,                                                                                 \
+      "Where the ranks' agreement channel listens (rank 0). Empty: MASTER_ADDR and "        \
+      "MASTER_PORT + DHELIX_AGREE_PORT_OFFSET (torchrun), else the loopback and a port "     \
+      "from the launcher's job id when every rank runs on one host (mpirun, srun).")        \
+    X(AGREE_PORT_OFFSET, agree_port_offset, INT, "17", NULL, 1, 1000,                        \
+      "Added to MASTER_PORT for the agreement channel's port (torchrun's store keeps "      \
+      "MASTER_PORT itself).")                                                               \
     X(SEED, seed, INT, "0", NULL, 0, 4294967295LL,                                          \
       "Seed of stress mode's random choice among legal reorderings; one seed, one order.")  \
     X(GROUPS, groups, STR, "all",                                                           \
@@ -176,6 +188,10 @@ typedef enum dh_cfg_kind {
     X(TEST_BREAK, test_break, STR, "", "empty or a comma list of rule names", 0, 0,         \
       "Test only: disables the named deep copies or drain rules so tests can show each is " \
       "load-bearing (see scheduler/breaks.h). Never set it in production.")                 \
+    X(TEST_AGREE_SILENT, test_agree_silent, INT, "-1", NULL, -1, 1000000,                   \
+      "Test only: the rank that stops answering the ranks' agreement after its second "     \
+      "vote (-1 none), keeping its connection open, as a stuck peer would. Never set it in " \
+      "production.")                                                                        \
     X(TEST_DISPATCH_JITTER, test_dispatch_jitter, INT, "0", NULL, 0, 1000000,               \
       "Test only: the dispatcher sleeps a random 0..N microseconds (seeded by the process " \
       "id) before each round, so that ranks fall behind at different points; what is "     \

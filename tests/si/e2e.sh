@@ -42,6 +42,12 @@
 #       different orders (the vgpu reports a mismatch) and the losses differ; the third
 #       with DHELIX_MAX_UNISSUED_FREE_BYTES=0, so the program also waits for the dispatcher
 #       at every free (lag_waits > 0 on every rank), which must change nothing either
+#   agree_silent
+#       a rank stops answering the ranks' agreement: every rank falls back (bounded), exact
+#   diverge_tpdp (4 ranks, TP=2 x DP=2) diverge_pp (2 ranks, PP=2 interleaved)
+#       one rank at a time diverges (WL_INJECT KIND@ITER:RANK: query, sync, extra, missing)
+#       while its peers follow the plan: exact, no collective mismatch, no vote timed out,
+#       paired groups after the last divergent iteration
 # Everything goes under $SI_WORK (default $DH_BUILD_DIR/si/SCENARIO, DH_BUILD_DIR default
 # build/): per run NAME.cmd (the command), NAME.out (stdout, the JSON summary), NAME.err,
 # NAME.rc. On failure it prints which check failed, the paths and the stderr tails.
@@ -278,6 +284,9 @@ for line in open(sys.argv[2]):
     ran = int(m.group(1)) if m else -1
     sec = ([s for s in plan["sections"] if rank in s.get("ranks", [])] or plan["sections"][:1])[0]
     planned = int(sec.get("held_ops", 0))
+    # Pairs that wait for the ranks' vote are held whole: the shim says how much that is.
+    d = re.search(r"\bplan_held_design=(\d+)", line)
+    planned = max(planned, int(d.group(1))) if d else planned
     pairs = any(g["a"][1] > 0 and g["b"][1] > 0 for b in sec.get("blocks", [sec]) for _ in range(b.get("repeat", 1)) for g in b["groups"])
     good = 0 <= ran <= planned + planned // 4 + 1 and (pairs or ran <= 1)
     ok &= good
@@ -629,6 +638,99 @@ scenario_inject_stress() {
   fi
 }
 
+# A peer that stops answering the ranks' agreement (DHELIX_TEST_AGREE_SILENT): every rank
+# falls back to program order within the timeout, no hang, exact; the channel reports it.
+scenario_agree_silent() {
+  local n=2 args=(--model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 6)
+  wl_run base "$n" -- "${args[@]}"
+  run_ok base || return
+  profile prof "$n" -- "${args[@]}" || return
+  make_plan prof || return
+  # shellcheck disable=SC2046
+  wl_run si "$n" DHELIX_TEST_AGREE_SILENT=1 DHELIX_AGREE_TIMEOUT_MS=500 $(si_env "$work/plan.json" si) -- "${args[@]}"
+  run_ok si base || return
+  local files
+  files=$(stats_files si)
+  # shellcheck disable=SC2086
+  if python3 - $files <<'PY'
+import json, sys
+bad = []
+for f in sys.argv[1:]:
+    m = json.load(open(f))["meta"]
+    if not str(m.get("rank", "-")).isdigit():
+        continue
+    print("      rank %s: agree_rounds=%s agree_no=%s agree_broken=%s plan_vetoed_rounds=%s" % (
+        m["rank"], m.get("agree_rounds"), m.get("agree_no"), m.get("agree_broken"), m.get("plan_vetoed_rounds")))
+    if m.get("agree_broken") != 1 or m.get("agree_no", 0) < 1:
+        bad.append(m["rank"])
+sys.exit(1 if bad else 0)
+PY
+  then pass "si: every rank gave up on the silent peer and ran program order"
+  else fail "si: a rank did not report the broken agreement"
+  fi
+}
+
+# One rank diverges (WL_INJECT KIND@ITER:RANK, several kinds, iterations and ranks) while
+# its peers follow the plan: the ranks agree per pair of micro-batches (agree.h), so every
+# run is exact, nothing hangs, the vgpu sees no collective called out of order, no vote
+# times out, and pairing resumes after the last divergent iteration (paired groups of at
+# least the two iterations after it, where the plan pairs anything).
+scenario_diverge() {
+  local cfg=$1 n inject args
+  case $cfg in
+    tpdp) n=4 inject="query@2:0,sync@3:3,extra@4:1,missing@4:2"
+          args=(--model gpt-tiny --tp 2 --dp 2 --gbs 8 --mbs 1 --iters 7) ;;
+    pp) n=2 inject="query@2:1,extra@3:0,sync@4:1"
+        args=(--model gpt-tiny --layers 4 --pp 2 --vpp 2 --gbs 4 --mbs 1 --iters 7) ;;
+  esac
+  wl_run base "$n" WL_INJECT="$inject" -- "${args[@]}"
+  run_ok base || return
+  profile prof "$n" WL_INJECT=none -- "${args[@]}" || return
+  make_plan prof || return
+  # shellcheck disable=SC2046
+  wl_run si "$n" WL_INJECT="$inject" DHELIX_AGREE_TIMEOUT_MS=20000 $(si_env "$work/plan.json" si) -- "${args[@]}"
+  run_ok si base || return
+  if grep -qi "mismatch on communicator" "$work/si.err"; then
+    fail "si: the vgpu saw a collective out of order" "$(grep -i mismatch "$work/si.err" | head -3)"
+  else
+    pass "si: no collective mismatch"
+  fi
+  local files
+  files=$(stats_files si)
+  # shellcheck disable=SC2086
+  if python3 - "$work/plan.json" $files <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+bad = []
+for f in sys.argv[2:]:
+    m = json.load(open(f))["meta"]
+    if not str(m.get("rank", "-")).isdigit():
+        continue
+    r = int(m["rank"])
+    sec = ([s for s in plan["sections"] if r in s.get("ranks", [])] or plan["sections"][:1])[0]
+    g = sum(b.get("repeat", 1) * sum(1 for x in b["groups"] if x["a"][1] > 0 and x["b"][1] > 0)
+            for b in sec.get("blocks", [sec]))
+    it = max(1, m.get("plan_iterations", 0))
+    print("      rank %d: paired_groups=%s (plan: %d per iteration) iterations=%s desyncs=%s "
+          "agree: rounds=%s no=%s waits=%s mean=%s us max=%s us, %d us per iteration; "
+          "vetoed_rounds=%s timeouts=%s broken=%s" % (
+              r, m.get("paired_groups"), g, m.get("plan_iterations"), m.get("plan_desyncs"),
+              m.get("agree_rounds"), m.get("agree_no"), m.get("agree_waits"),
+              m.get("agree_mean_us"), m.get("agree_max_us"), m.get("agree_wait_us", 0) // it,
+              m.get("plan_vetoed_rounds"), m.get("agree_timeouts"), m.get("agree_broken")))
+    if m.get("agree_timeouts") or m.get("agree_broken"):
+        bad.append("rank %d: a vote timed out or the channel broke" % r)
+    if g and m.get("paired_groups", 0) < 2 * g:
+        bad.append("rank %d: %s paired groups, want >= %d (pairing resumed)" % (r, m.get("paired_groups"), 2 * g))
+for b in bad:
+    print("      " + b)
+sys.exit(1 if bad else 0)
+PY
+  then pass "si: votes decided every divergence (no timeout) and pairing resumed"
+  else fail "si: see the per-rank agreement above"
+  fi
+}
+
 # ---- main ----
 
 case $scenario in
@@ -665,6 +767,8 @@ case $scenario in
   jitter) set -- jitter ;;
   share_mem) set -- share_mem ;;
   rotated_plan) set -- rotated_plan ;;
+  agree_silent) set -- agree_silent ;;
+  diverge_tpdp | diverge_pp) set -- diverge "${scenario#diverge_}" ;;
   *)
     sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     echo "e2e: unknown scenario '${scenario}'" >&2

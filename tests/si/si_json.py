@@ -103,7 +103,7 @@ def main(argv):
             meta = d.get("meta", {})
             cells = ["%s=%s" % (k, meta[k]) for k in ("cross_strand_barriers",
                      "dependency_moves", "order_fallbacks", "replay_errors", "lag_waits",
-                     "max_held_back") if k in meta]
+                     "max_held_back", "plan_held_design") if k in meta]
             if p is None:
                 rows[int(rank)] = "%s noplan %s" % (rank, " ".join(cells))
             else:

@@ -153,7 +153,7 @@ static void setup(run_t *r)
     wl_comm_init(r->cfg.nccl_current);
     wl_ps_connect(&r->ps, &r->cfg);
     wl_model_build(&r->ms, &r->cfg, &r->ps);
-    wl_inject_init();
+    wl_inject_init(r->ps.grank);
     r->opt = wl_opt_create(&r->ms);
     r->sched = wl_sched_create(&r->ms, r->opt);
     r->iter_loss = wl_alloc(sizeof(float));

@@ -1,0 +1,69 @@
+/*
+ * agree.h: the ranks' agreement channel (DESIGN.md invariant 9).
+ *
+ * Before a rank issues work out of program order it asks every rank of the job whether they
+ * do the same: one vote per decision, the decision is the AND of the votes. The channel is
+ * a TCP star the shim opens itself over the launcher's rendezvous (no MPI, no NCCL): rank
+ * 0 listens, the others connect. Rank and size come from Open MPI (OMPI_COMM_WORLD_RANK /
+ * SIZE), torchrun (RANK / WORLD_SIZE) or srun (SLURM_PROCID / SLURM_NTASKS); the address from
+ * DHELIX_AGREE_ADDR (host:port), else MASTER_ADDR and MASTER_PORT + DHELIX_AGREE_PORT_OFFSET
+ * (torchrun), else, when every rank runs on this host, the loopback and a port derived from
+ * the launcher's job id.
+ *
+ * Rounds (DESIGN.md invariant 9, tracker.c "agreement"): a rank votes once per pair of
+ * micro-batches it would issue out of program order, on key (iteration, pair, sub). A
+ * "yes" waits for the round's decision; a "no" means "from this pair on, this iteration runs
+ * in program order here" and waits for nothing: it decides its round and every later round
+ * of its iteration for all ranks at once. A round is decided yes when every rank whose
+ * pair mask (dh_agree_set_mask) has the pair voted yes on it; a rank whose plan leaves that
+ * pair serial issues it in program order, which the plan's order of collectives for that
+ * pair then is on every rank (plan/orders.c), so it need not vote.
+ *
+ * Every wait is bounded by DHELIX_AGREE_TIMEOUT_MS: a yes not answered in time is a "no",
+ * and the channel is then broken for good: the rank closes its connection, the hub tells
+ * every rank, and every later vote of every rank answers "no" without waiting. So a peer
+ * that stops answering makes everyone fall back to program order, never hang. While every
+ * rank answers in time, no decision depends on timing.
+ *
+ * Thread-safety: dh_agree_vote is called from one thread at a time and never with the
+ * scheduler lock held (sched.c); dh_agree_stats may be called from any thread. The hub is
+ * a thread of its own in rank 0, started by the first vote.
+ */
+#ifndef DH_AGREE_H
+#define DH_AGREE_H
+
+#include <stdint.h>
+
+/* Whether there is anyone to agree with: the launcher says the job has more than one rank.
+ * Reads the environment once. */
+int dh_agree_needed(void);
+
+/* This rank's vote on key (iteration << 24 | pair << 8 | sub). yes 1 ("pair as planned") or
+ * 2 ("drain here"): waits (bounded) for the round's decision and returns yes when every
+ * rank with the pair voted the same, 0 otherwise (a no, differing votes, a timeout, a
+ * broken or unavailable channel). yes 0: casts "no from key on" without waiting and returns
+ * 0. The first call opens the channel
+ * (bounded by twice the timeout). With one rank returns yes at once. */
+int dh_agree_vote(uint64_t key, int yes);
+
+/* This rank's pairs: bit p set when its plan pairs pair p (pairs from 63 on: bit 63). Set
+ * before the first vote; sent to the hub when the channel opens. */
+void dh_agree_set_mask(uint64_t mask);
+
+typedef struct dh_agree_stats {
+    uint64_t rounds, yes, no, timeouts;
+    uint64_t waits;              /* yes votes: the rounds this rank waited for */
+    uint64_t total_ns, max_ns;   /* time those waits took, the connection included */
+    int broken;                  /* the channel gave up (a timeout, or it never opened) */
+} dh_agree_stats_t;
+void dh_agree_stats(dh_agree_stats_t *out);
+
+/* Opens the channel now (bounded by twice the timeout) if it is not open: a rank whose plan
+ * has no pair to vote on still tells the hub so (its mask), or its peers would wait for its
+ * votes. Same thread rules as dh_agree_vote. */
+void dh_agree_open(void);
+
+/* Closes the channel (at exit). */
+void dh_agree_close(void);
+
+#endif
