@@ -87,6 +87,19 @@ int dh_tracker_load(const char *path)
     int world = dh_nccl_world_size(), rank = dh_nccl_global_rank();
     const char *layout = dh_config()->layout;
     const dh_plan_section_t *s = NULL;
+    /* A plan that pairs nothing on any rank would only defer: every rank runs passthrough
+     * (all load the same plan, so all decide alike). Under PyTorch on an H100 a serial plan
+     * deferred 24,362 operations for nothing and the step took 1.145x as long. */
+    int paired = 0;
+    for (int i = 0; i < p->nsections && !paired; i++)
+        for (int g = 0; g < p->sections[i].ngroups && !paired; g++)
+            paired = p->sections[i].groups[g].a_n > 0 && p->sections[i].groups[g].b_n > 0;
+    if (!paired) {
+        DH_WARN(PLAN, "%s: the plan pairs nothing on any rank (every section serial): running "
+                "passthrough, nothing deferred", path);
+        dh_plan_free(p);
+        return -1;
+    }
     if (p->world > 0 && world > 0 && p->world != world) {
         DH_ERROR(PLAN, "%s: the plan is for %d ranks and this job has %d (another parallel "
                  "layout); running passthrough", path, p->world, world);

@@ -349,7 +349,21 @@ scenario_si() {
   # shellcheck disable=SC2046
   wl_run si "$n" $(si_env "$work/plan.json" si) -- "${args[@]}"
   run_ok si base || return
-  if plan_stats si "$n"; then
+  local serial
+  serial=$(python3 -c 'import json,sys
+p=json.load(open(sys.argv[1]))
+print(0 if any(g["a"][1] > 0 and g["b"][1] > 0 for s in p["sections"] for b in s.get("blocks", [s]) for g in b["groups"]) else 1)' "$work/plan.json")
+  if [ "$serial" = 1 ]; then
+    # A plan that pairs nothing on any rank only defers: every rank runs passthrough and
+    # says so once (tracker.c).
+    local said
+    said=$(grep -c "the plan pairs nothing on any rank" "$work/si.err")
+    if [ "$said" = "$n" ]; then
+      pass "si: the plan pairs nothing: every rank ($n) said so and ran passthrough"
+    else
+      fail "si: the plan pairs nothing, but $said of $n ranks said they run passthrough"
+    fi
+  elif plan_stats si "$n"; then
     # A plan pairs only where the planner predicts a gain (a pipeline stage's backward and
     # forward are chained by their point-to-point transfers, a data-parallel reduction has
     # no forward after it): where it paired nothing, the run must not either.
