@@ -783,6 +783,7 @@ int main(int argc, char **argv)
 {
     const char *out = NULL;
     int timeout = 60;
+    cov_fatal_report();
     G.iters = 2;
     G.mbs = 4;
     for (int i = 1; i < argc; i++) {

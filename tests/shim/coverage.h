@@ -54,6 +54,8 @@ void cov_die(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 void cov_ck_rt(cudaError_t e, const char *what, int line);
 void cov_ck_cu(CUresult e, const char *what, int line);
 void cov_ck_blas(cublasStatus_t e, const char *what, int line);
+/* Installs the fatal-signal report (a backtrace and the last checked call). */
+void cov_fatal_report(void);
 #define CK_RT(call) cov_ck_rt((call), #call, __LINE__)
 #define CK_CU(call) cov_ck_cu((call), #call, __LINE__)
 #define CK_BLAS(call) cov_ck_blas((call), #call, __LINE__)
