@@ -86,6 +86,10 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
         DH__META_NUM("plan_unmatched_ops", st.plan_unmatched_ops);
         DH__META_NUM("plan_refuted_phases", st.plan_refuted_phases);
         DH__META_NUM("plan_vetoed_rounds", st.plan_vetoed);
+        DH__META_NUM("mem_bound_vetoes", st.mem_bound_vetoes);
+        DH__META_NUM("mem_extra_peak_bytes", st.mem_extra_peak);
+        if (st.mem_bound_bytes >= 0)
+            DH__META_NUM("mem_bound_bytes", st.mem_bound_bytes);
         DH__META_NUM("plan_held_design", st.plan_held_design);
         DH__META_NUM("agree_rounds", st.agree_rounds);
         DH__META_NUM("agree_no", st.agree_no);

@@ -76,9 +76,11 @@ void dh_mpool_park(dh_op_t *op, void *ptr, size_t size)
     op->pool_blk = b;
 }
 
-void *dh_mpool_take(size_t size, const dh_mpool_where_t *w, uint64_t *freed_bytes)
+void *dh_mpool_take(size_t size, const dh_mpool_where_t *w, uint64_t *freed_bytes,
+                    uint64_t *freed_group)
 {
     *freed_bytes = 0;
+    *freed_group = 0;
     pthread_mutex_lock(&dh__mp_lock);
     /* The newest block its own strand freed (the one a stream-ordered allocator would hand
      * back first), else the oldest the other strand may take (the furthest behind a
@@ -104,6 +106,7 @@ void *dh_mpool_take(size_t size, const dh_mpool_where_t *w, uint64_t *freed_byte
         dh__unlink(b);
         b->state = DH__BLK_TAKEN;
         *freed_bytes = b->op->free_bytes;
+        *freed_group = b->group;
         b->op->free_bytes = 0;
         p = b->ptr;
         if (same) {

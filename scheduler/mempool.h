@@ -68,8 +68,10 @@ void dh_mpool_park(dh_op_t *op, void *ptr, size_t size);
 /* A parked block of exactly size bytes that the rules above let an allocation at w use,
  * or NULL (then count a fresh allocation). The block's free op will skip the real free.
  * Lock dh__s.lock held (it guards the free op's free_bytes, which becomes 0: the taken
- * block is no longer held by a deferred free); *freed_bytes gets what it was. */
-void *dh_mpool_take(size_t size, const dh_mpool_where_t *w, uint64_t *freed_bytes);
+ * block is no longer held by a deferred free); *freed_bytes gets what it was and
+ * *freed_group the free op's group. */
+void *dh_mpool_take(size_t size, const dh_mpool_where_t *w, uint64_t *freed_bytes,
+                    uint64_t *freed_group);
 /* The dispatcher replays op's free: 1 when the block was taken (skip the real free), 0
  * when it must really be freed (it has left the pool). Clears op->pool_blk. Safe to call
  * on an op without a block (answers 0). */

@@ -85,6 +85,11 @@ typedef struct dh_sched_state {
     struct dh_unc *unc;           /* lock: [unc_cap], index group - unc_base */
     size_t unc_cap;
     uint64_t unc_base, unc_ops, unc_bytes; /* lock */
+    /* The extra-memory bound (DHELIX_MAX_EXTRA_MEM, sched.c "memory bound"): what the
+     * program holds in its own order (allocations made minus frees captured, so the
+     * baseline's curve), its peak, and the bound (bytes, < 0 none; -2 not read yet). */
+    int64_t live_bytes, live_peak; /* lock */
+    double mem_bound;             /* lock */
     uint64_t kick_ms;             /* lock: wall time of the first unanswered kick, or 0 */
     uint64_t join_gen;            /* lock: bumped by every barrier */
     uint64_t fwd_epoch;           /* lock: bumped after every call forwarded onto a stream */

@@ -169,6 +169,10 @@ typedef struct dh_sched_stats {
     uint64_t plan_refuted_phases; /* strand-b phases run unpaired: they depend on strand a */
     uint64_t plan_held_design;    /* what the plan holds back at most (the caps included) */
     uint64_t plan_vetoed;         /* iterations matched here but run unpaired: a rank said no */
+    uint64_t mem_bound_vetoes;    /* "no" votes this rank cast: the pair it was capturing
+                                     would pass DHELIX_MAX_EXTRA_MEM (sched.c) */
+    uint64_t mem_extra_peak;      /* most extra bytes the bound's accounting saw */
+    int64_t mem_bound_bytes;      /* the bound in effect at the end (-1 none) */
     /* the ranks' agreement (agree.h) */
     uint64_t agree_rounds, agree_no, agree_timeouts; /* votes cast, "no" results, timeouts */
     uint64_t agree_waits, agree_total_ns, agree_max_ns; /* yes votes: their waits */

@@ -33,6 +33,7 @@ static struct {
     size_t nops;
     int ngroups, nphases;
     uint64_t held_ops, held_bytes;    /* what the plan holds back at most */
+    double max_extra;                 /* the plan's max_extra_mem_bytes */
     char path[512];
     /* guarded by dh__s.lock: */
     dh__tstate_t state;
@@ -123,6 +124,7 @@ int dh_tracker_load(const char *path)
         dh__t.nphases = s->nphases;
         dh__t.held_ops = (uint64_t)s->held_ops;
         dh__t.held_bytes = (uint64_t)s->held_free_bytes;
+        dh__t.max_extra = p->max_extra_mem_bytes;
         free(dh__t.refuted);
         if (!(dh__t.refuted = calloc((size_t)s->nphases + 1, 1))) {
             dh_plan_walk_free(dh__t.w);
@@ -666,6 +668,10 @@ void dh_tracker_planned_hold(uint64_t *ops, uint64_t *bytes)
 }
 
 int dh_tracker_planned(void) { return dh__t.w != NULL; }
+
+double dh_tracker_mem_bound(void) { return dh__t.w ? dh__t.max_extra : -1; }
+
+int dh_tracker_pairing(void) { return dh__mid_pair(); }
 
 uint64_t dh_tracker_hold_design(void)
 {

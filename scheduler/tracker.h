@@ -61,6 +61,12 @@ void dh_tracker_report(void);
 /* What the plan holds back for pairing at most (ops, bytes of frees; docs/plan-format.md),
  * 0 and 0 without a plan being followed. Lock held. */
 void dh_tracker_planned_hold(uint64_t *ops, uint64_t *bytes);
+/* The plan's max_extra_mem_bytes (< 0 none, or no plan). Lock held. */
+double dh_tracker_mem_bound(void);
+/* 1 while the rank holds ops of a pair it has not voted on yet (a "no" now, by
+ * dh_tracker_drain, makes every rank run the rest of the iteration in program order).
+ * Lock held. */
+int dh_tracker_pairing(void);
 
 /* Agreement between ranks (agree.h, DESIGN.md invariant 9; tracker.c "agreement" says how
  * and why it cannot deadlock). Every function here runs with dh__s.lock held; the caller

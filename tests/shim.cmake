@@ -5,7 +5,7 @@
 set(_shim_dir ${CMAKE_CURRENT_SOURCE_DIR}/shim)
 
 # Unit tests of dh_common.
-foreach(t status table config log)
+foreach(t status table config log membound)
   add_executable(shim_test_${t} ${_shim_dir}/test_${t}.c)
   target_link_libraries(shim_test_${t} PRIVATE dh::common PkgConfig::CMOCKA PkgConfig::JANSSON
                         Threads::Threads)
@@ -14,6 +14,7 @@ dh_add_test(NAME shim.status COMMAND shim_test_status LABELS shim asan TIMEOUT 3
 dh_add_test(NAME shim.table COMMAND shim_test_table LABELS shim asan TIMEOUT 30)
 dh_add_test(NAME shim.config COMMAND shim_test_config LABELS shim asan TIMEOUT 30)
 dh_add_test(NAME shim.log COMMAND shim_test_log LABELS shim asan tsan TIMEOUT 60)
+dh_add_test(NAME shim.membound COMMAND shim_test_membound LABELS shim plan asan TIMEOUT 30)
 
 # The program under the shim. shim_child links the real libraries as a user's program
 # does (dh::real_cuda, whose libcuda stub makes it need a libcuda.so.1 at run time: the

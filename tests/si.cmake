@@ -8,6 +8,7 @@
 #   inject_stress: WL_INJECT itself (no loss changes, without the shim and in stress mode)
 #   jitter: plan runs whose dispatchers fall behind at random (the order is the program's)
 #   share_mem: strands reuse captured frees (exact; the ordering rule is load-bearing)
+#   mem_bound: DHELIX_MAX_EXTRA_MEM makes every rank vote no on the pairs past it (exact)
 #   agree_silent: a peer that never answers the vote (bounded waits, program order, exact)
 #   diverge_tpdp, diverge_pp: one rank at a time diverges (extra op, missing op, host sync,
 #     query) in TP2 x DP2 and PP2 (interleaved): exact, no mismatch, pairing resumes
@@ -20,7 +21,7 @@ set(_si_dir ${CMAKE_CURRENT_SOURCE_DIR}/si)
 set(_si_scenarios tp_sp tp_sp_init pp_1f1b pp_tp cp dp_ogr moe_ep
     desync_extra desync_missing desync_shape
     bad_plan_json bad_plan_version bad_plan_model bad_plan_layout bad_plan_world bad_plan_truncated
-    inject_stress jitter rotated_plan share_mem agree_silent diverge_tpdp diverge_pp)
+    inject_stress jitter rotated_plan share_mem mem_bound agree_silent diverge_tpdp diverge_pp)
 foreach(s ${_si_scenarios})
   dh_add_test(NAME si.${s}
     COMMAND bash ${_si_dir}/e2e.sh ${s}

@@ -185,6 +185,15 @@ typedef enum dh_cfg_kind {
       "Most device memory held by deferred frees the dispatcher may already issue (their "  \
       "group is complete) but has not yet; past it the program waits for the dispatcher. " \
       "Lower trades host waiting for device memory; the order of work does not change.")  \
+    X(MAX_EXTRA_MEM, max_extra_mem, STR, "", "empty, none, a size (512M) or a percent (3%)", \
+      0, 0,                                                                                 \
+      "Most extra peak device memory pairing may cost over the baseline: a size, or a "    \
+      "percentage of the baseline's peak. `dhelix plan` takes it as its default "            \
+      "`--max-extra-mem` (a percentage of the profile's peak); at run time it replaces the " \
+      "plan's `max_extra_mem_bytes` (a percentage of the most memory the program held in " \
+      "its own order so far). Past it a rank votes no on the pair it is capturing, so every " \
+      "rank runs the rest of that iteration in program order (stats mem_bound_vetoes). "     \
+      "Empty: the plan's bound; none: no bound at run time.")                              \
     X(TEST_BREAK, test_break, STR, "", "empty or a comma list of rule names", 0, 0,         \
       "Test only: disables the named deep copies or drain rules so tests can show each is " \
       "load-bearing (see scheduler/breaks.h). Never set it in production.")                 \

@@ -1,11 +1,14 @@
 /* cmd_plan.c: `dhelix plan PROFILE... [-o PLAN] [options]`. */
 #include "cli.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/config.h"
+#include "common/membound.h"
 #include "planner.h"
 #include "policy.h"
 #include "roles.h"
@@ -27,7 +30,8 @@ static const char dh__plan_usage[] =
     "  -o PLAN               where to write the plan (default plan.json)\n"
     "  --pairs FILE          measured co-run efficiencies (dhelix profile-pairs)\n"
     "  --max-extra-mem BYTES most extra device memory a pairing may cost; K, M, G, T\n"
-    "                        suffixes (powers of 1024), or none (default 2G)\n"
+    "                        suffixes (powers of 1024), a percentage of the profiles' peak\n"
+    "                        (3%), or none (default DHELIX_MAX_EXTRA_MEM, else 2G)\n"
     "  --segment-max L       longest segment of units the alignment pairs, 1..16, or auto\n"
     "                        (default: 8 for phases of at most 400 units, else 4)\n"
     "  --group-cost-us US    host time of one cross-strand barrier between two groups (event\n"
@@ -46,20 +50,50 @@ typedef struct dh__plan_args {
     int nprofiles;
     const char *out, *pairs, *groups;
     double max_extra, group_cost_us, fold_below_us;
+    double max_extra_pct;           /* >= 0: max_extra is this percentage of the profiles' peak */
     long seg_max, microbatches;
     int json;
 } dh__plan_args_t;
+
+/* The memory bound from v (membound.h): 0, or -1 when v is not one. */
+static int dh__plan_bound(const char *v, dh__plan_args_t *a)
+{
+    dh_membound_t b;
+    if (dh_mem_bound_parse(v, &b) != 0)
+        return -1;
+    a->max_extra = b.kind == DH_MEMBOUND_BYTES ? b.bytes : -1;
+    a->max_extra_pct = b.kind == DH_MEMBOUND_PERCENT ? b.pct : -1;
+    return 0;
+}
+
+/* The most stream-ordered memory p's program held at once (its ops' mem summed from its
+ * first op): the baseline peak a percentage bound is of. Read before trimming. */
+static double dh__profile_peak(const dh_profile_t *p)
+{
+    double at = 0, peak = 0;
+    for (size_t i = 0; i < p->nops; i++) {
+        at += (double)p->ops[i].mem;
+        peak = at > peak ? at : peak;
+    }
+    return peak;
+}
 
 /* -1 usage error (message printed), 0 parsed, 1 --help printed. */
 static int dh__plan_parse_args(int argc, char **argv, dh__plan_args_t *a)
 {
     *a = (dh__plan_args_t){NULL, 0, "plan.json", NULL, "all", 2147483648.0,
-                           DH_PLAN_GROUP_COST_US, DH_PLAN_FOLD_BELOW_US, 0, 0, 0};
+                           DH_PLAN_GROUP_COST_US, DH_PLAN_FOLD_BELOW_US, -1, 0, 0, 0};
     a->profiles = calloc((size_t)argc, sizeof(*a->profiles));
     if (a->profiles == NULL)
         return -1;
     /* The micro-batch count the job was launched with, when the launcher says it: a check
      * only, never needed (phases come from thread switches and the repeating sequence). */
+    const char *env_bound = dh_config()->max_extra_mem;
+    if (env_bound[0] && dh__plan_bound(env_bound, a) != 0) {
+        fprintf(stderr, "dhelix plan: DHELIX_MAX_EXTRA_MEM='%s' is not a size (2G, 512M), a "
+                "percentage (3%%) or none\n", env_bound);
+        return -1;
+    }
     const char *mb = getenv("DHELIX_MICROBATCHES");
     if (mb && *mb && dh__cli_parse_int(mb, 1, 1 << 20, &a->microbatches) != 0) {
         fprintf(stderr, "dhelix plan: DHELIX_MICROBATCHES='%s' is not a positive integer\n", mb);
@@ -95,9 +129,9 @@ static int dh__plan_parse_args(int argc, char **argv, dh__plan_args_t *a)
         } else if (strcmp(o, "--groups") == 0) {
             a->groups = v;
         } else if (strcmp(o, "--max-extra-mem") == 0) {
-            if (dh__cli_parse_bytes(v, &a->max_extra) != 0) {
-                fprintf(stderr,
-                        "dhelix plan: --max-extra-mem '%s' is not a size (2G, 512M, none)\n", v);
+            if (dh__plan_bound(v, a) != 0) {
+                fprintf(stderr, "dhelix plan: --max-extra-mem '%s' is not a size (2G, 512M), a "
+                        "percentage (3%%) or none\n", v);
                 return -1;
             }
         } else if (strcmp(o, "--segment-max") == 0) {
@@ -234,6 +268,7 @@ static int dh__plan_run(const dh__plan_args_t *a, dh__plan_cb_t *cb)
         return rc;
     if (a->pairs && dh_pairs_load(a->pairs, &pairs, err, sizeof(err)) != DH_OK)
         goto out;
+    double peak = 0;
     for (int k = 0; k < a->nprofiles; k++) {
         char what[300];
         snprintf(what, sizeof(what), "reading %s (%d of %d)", a->profiles[k], k + 1,
@@ -244,6 +279,8 @@ static int dh__plan_run(const dh__plan_args_t *a, dh__plan_cb_t *cb)
         /* Two iterations are all the planner reads: the next profile loads into the memory
          * the others no longer hold. A profile with no iteration stays whole, and the
          * planner reports it. */
+        double pk = dh__profile_peak(prof[k]);
+        peak = pk > peak ? pk : peak;
         char ignored[8];
         dh_profile_trim(prof[k], 2, a->profiles[k], ignored, sizeof(ignored));
     }
@@ -252,6 +289,8 @@ static int dh__plan_run(const dh__plan_args_t *a, dh__plan_cb_t *cb)
     o.names = a->profiles;
     o.pairs = pairs;
     o.max_extra_mem_bytes = a->max_extra;
+    if (a->max_extra_pct >= 0)
+        o.max_extra_mem_bytes = floor(a->max_extra_pct / 100.0 * peak);
     o.max_segment = (int)a->seg_max;
     o.group_cost_us = a->group_cost_us;
     o.fold_below_us = a->fold_below_us;

@@ -14,6 +14,10 @@
 #       than with DHELIX_SHARE_MEM=0; with the test break pool_barrier (the other strand
 #       takes a block with no barrier after its free) the vgpu must find the race (status
 #       86); stress mode with three seeds reuses and stays exact
+#   mem_bound  tp_sp's model under DHELIX_MAX_EXTRA_MEM just above the shim's two cuBLAS
+#       workspaces: the ranks vote no on the pairs that would pass it (mem_bound_vetoes > 0,
+#       the same on every rank), fewer paired groups than without it, extra peak memory
+#       within the bound, exact, no hazard
 #   tp_sp pp_1f1b pp_tp (4 ranks) cp dp_ogr moe_ep       baseline -> profile -> plan -> SI
 #   pp_vpp pp4_vpp pp4_vpp_nooverlap (4 ranks), pp4_tp_vpp pp4_tp_vpp_nooverlap (8 ranks):
 #   the interleaved 1F1B (--vpp 2), and pp_tp_l4 pp4_l8 pp4_tp_l8 the same models without
@@ -453,6 +457,50 @@ scenario_share_mem() {
   done
 }
 
+# The extra-memory bound (DHELIX_MAX_EXTRA_MEM; sched.c "memory bound"; see the file comment).
+scenario_mem_bound() {
+  local n=2
+  local args=(--model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 5)
+  # The shim's two cuBLAS workspaces (128 MiB) count against the bound; this model's
+  # pairs hold under 100 KiB on top of them: 16 KiB more lets no pair through.
+  local bound=$((128 * 1048576 + 16384))
+  wl_run base "$n" -- "${args[@]}"
+  run_ok base || return
+  profile prof "$n" -- "${args[@]}" || return
+  make_plan prof || return
+  # shellcheck disable=SC2046
+  wl_run free "$n" $(si_env "$work/plan.json" free) -- "${args[@]}"
+  run_ok free base || return
+  plan_stats free "$n" && stat_check free paired_groups -gt 0
+  # shellcheck disable=SC2046
+  wl_run tight "$n" DHELIX_MAX_EXTRA_MEM=$bound $(si_env "$work/plan.json" tight) -- "${args[@]}"
+  run_ok tight base || return
+  meta_check tight mem_bound_vetoes -gt 0
+  local v
+  v=$(sij meta mem_bound_vetoes $(stats_files tight) | awk '{print $2}' | sort -u | wc -l)
+  if [ "$v" = 1 ]; then
+    pass "tight: every rank cast the same number of memory vetoes (program order decides them)"
+  else
+    fail "tight: the ranks cast different numbers of memory vetoes: $(sij meta mem_bound_vetoes $(stats_files tight) | tr '\n' ' ')"
+  fi
+  local p0 p1
+  p0=$(sij meta paired_groups $(stats_files free) | awk '{s += $2} END {print s + 0}')
+  p1=$(sij meta paired_groups $(stats_files tight) | awk '{s += $2} END {print s + 0}')
+  if [ "$p1" -lt "$p0" ]; then
+    pass "tight: fewer paired groups under the bound ($p1, without it $p0)"
+  else
+    fail "tight: paired groups $p1 under the bound, $p0 without it: the bound changed nothing"
+  fi
+  local m0 m1
+  m0=$(sij field "$work/base.out" peak_mem_gib)
+  m1=$(sij field "$work/tight.out" peak_mem_gib)
+  if awk -v a="$m0" -v b="$m1" -v l="$bound" 'BEGIN { exit !((b - a) * 1073741824 <= l) }'; then
+    pass "tight: extra peak memory $m1 - $m0 GiB is within the bound ($bound bytes)"
+  else
+    fail "tight: extra peak memory $m1 - $m0 GiB is past the bound ($bound bytes)"
+  fi
+}
+
 # Plan runs with a dispatcher that falls behind at random points (see the file comment).
 scenario_jitter() {
   local n=4 k
@@ -780,6 +828,7 @@ case $scenario in
   inject_stress) set -- inject_stress ;;
   jitter) set -- jitter ;;
   share_mem) set -- share_mem ;;
+  mem_bound) set -- mem_bound ;;
   rotated_plan) set -- rotated_plan ;;
   agree_silent) set -- agree_silent ;;
   diverge_tpdp | diverge_pp) set -- diverge "${scenario#diverge_}" ;;
