@@ -12,6 +12,7 @@
 #include "common/log.h"
 #include "hooks.h"
 #include "registry.h"
+#include "auto.h"
 #include "mempool.h"
 #include "scheduler.h"
 
@@ -99,6 +100,23 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
         DH__META_NUM("agree_wait_us", st.agree_total_ns / 1000);
         DH__META_NUM("agree_max_us", st.agree_max_ns / 1000);
         DH__META_NUM("agree_mean_us", st.agree_waits ? st.agree_total_ns / st.agree_waits / 1000 : 0);
+    }
+    if (dh_auto_on()) {
+        dh_auto_stats_t a;
+        char v[32];
+        dh_auto_stats(&a);
+        DH_CHECK(dh_table_meta(t, "auto_status", DH_CELL_STR, a.status));
+        DH_CHECK(dh_table_meta(t, "auto_cache", DH_CELL_STR,
+                               !dh_config()->plan_cache[0] ? "off" : a.cache_hit ? "hit" : "miss"));
+        snprintf(v, sizeof v, "%lld", (long long)a.switch_iteration);
+        DH_CHECK(dh_table_meta(t, "auto_switch_iteration", DH_CELL_NUM, v));
+        snprintf(v, sizeof v, "%.3f", a.planning_ms);
+        DH_CHECK(dh_table_meta(t, "auto_planning_ms", DH_CELL_NUM, v));
+        snprintf(v, sizeof v, "%.3f", a.ready_ms);
+        DH_CHECK(dh_table_meta(t, "auto_ready_ms", DH_CELL_NUM, v));
+        snprintf(v, sizeof v, "%.4f", a.predicted);
+        DH_CHECK(dh_table_meta(t, "auto_predicted_speedup", DH_CELL_NUM, v));
+        DH__META_NUM("auto_profile_ops", a.profile_ops);
     }
 #undef DH__META_NUM
     return DH_OK;

@@ -31,6 +31,10 @@
 #include "common/log.h"
 
 #define DH__BROKEN UINT64_MAX
+/* Auto mode's switch rounds (dh_agree_switch): key DH__SW | k, k the iteration boundary.
+ * DH__MASK: (DH__MASK, mask) replaces the sender's pair bits (a plan attached later). */
+#define DH__SW (1ull << 62)
+#define DH__MASK (1ull << 61)
 #define DH__PENDING 64            /* undecided rounds the hub tracks at once */
 
 static struct {
@@ -55,6 +59,13 @@ static struct {
     uint64_t pend[DH__PENDING];   /* keys with a yes and no decision */
     int npend;
     uint64_t deadline;            /* for the connections */
+    /* Switch rounds: every rank votes at every boundary k, in order; a rank, once ready,
+     * stays ready. sw_last[r]: 1 + the last k rank r voted on (0 none); sw_yes[r]: the
+     * first k it voted ready on (UINT64_MAX none). sw_pend: boundaries with a waiting
+     * ready vote. */
+    uint64_t *sw_last, *sw_yes;
+    uint64_t sw_pend[DH__PENDING];
+    int sw_npend;
 } dh__hub;
 
 static int dh__env_int(const char *a, const char *b, const char *c, int def)
@@ -264,6 +275,56 @@ static void dh__hub_vote(int r, uint64_t key, uint64_t yes)
     dh__hub_settle();
 }
 
+/* Decides the switch rounds that can be: no once a rank voted "not ready" on k, yes once
+ * every rank voted ready on k. */
+static void dh__hub_sw_settle(void)
+{
+    for (int i = 0; i < dh__hub.sw_npend;) {
+        uint64_t k = dh__hub.sw_pend[i];
+        int d = 1;
+        for (int r = 0; r < dh__ag.size && d != 0; r++) {
+            if (dh__hub.sw_last[r] < k + 1)
+                d = -1; /* rank r has not got to boundary k yet */
+            else if (dh__hub.sw_yes[r] > k)
+                d = 0;  /* it was not ready there */
+        }
+        if (d < 0) {
+            i++;
+            continue;
+        }
+        dh__hub_send_all(DH__SW | k, (uint64_t)d);
+        dh__hub.sw_pend[i] = dh__hub.sw_pend[--dh__hub.sw_npend];
+    }
+}
+
+static void dh__hub_sw_vote(int r, uint64_t k, uint64_t ready)
+{
+    if (k + 1 > dh__hub.sw_last[r])
+        dh__hub.sw_last[r] = k + 1;
+    if (ready && dh__hub.sw_yes[r] == UINT64_MAX)
+        dh__hub.sw_yes[r] = k;
+    int known = 0;
+    for (int i = 0; i < dh__hub.sw_npend; i++)
+        known |= dh__hub.sw_pend[i] == k;
+    if (ready && !known && dh__hub.sw_npend < DH__PENDING)
+        dh__hub.sw_pend[dh__hub.sw_npend++] = k;
+    else if (ready && !known)
+        dh__hub_send_all(DH__SW | k, 0);
+    dh__hub_sw_settle();
+}
+
+static void dh__hub_msg(int r, uint64_t key, uint64_t val)
+{
+    if (key & DH__SW) {
+        dh__hub_sw_vote(r, key & ~DH__SW, val);
+    } else if (key == DH__MASK) {
+        dh__hub.mask[r] = val;
+        dh__hub_settle();
+    } else {
+        dh__hub_vote(r, key, val);
+    }
+}
+
 static void dh__hub_break(void)
 {
     dh__hub_send_all(DH__BROKEN, 0);
@@ -346,7 +407,7 @@ static void *dh__hub_main(void *arg)
                 lost = 1;
                 break;
             }
-            dh__hub_vote(who[i], m[0], m[1]);
+            dh__hub_msg(who[i], m[0], m[1]);
         }
         if (lost) {
             /* A rank gave up (its own timeout) or went away: everyone falls back. */
@@ -383,7 +444,10 @@ static int dh__open_rank0(int port, uint64_t deadline)
     dh__hub.mask = malloc(n * sizeof *dh__hub.mask);
     dh__hub.vkey = calloc(n, sizeof *dh__hub.vkey);
     dh__hub.vval = calloc(n, sizeof *dh__hub.vval);
-    if (!dh__hub.fd || !dh__hub.mask || !dh__hub.vkey || !dh__hub.vval ||
+    dh__hub.sw_last = calloc(n, sizeof *dh__hub.sw_last);
+    dh__hub.sw_yes = malloc(n * sizeof *dh__hub.sw_yes);
+    if (!dh__hub.fd || !dh__hub.mask || !dh__hub.vkey || !dh__hub.vval || !dh__hub.sw_last ||
+        !dh__hub.sw_yes ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
         close(ls);
         return -1;
@@ -391,6 +455,7 @@ static int dh__open_rank0(int port, uint64_t deadline)
     for (size_t r = 0; r < n; r++) {
         dh__hub.fd[r] = -1;
         dh__hub.mask[r] = UINT64_MAX; /* a rank not connected yet may vote on anything */
+        dh__hub.sw_yes[r] = UINT64_MAX;
     }
     dh__hub.fd[0] = sp[0];
     dh__hub.mask[0] = dh__ag.mask;
@@ -489,6 +554,14 @@ static int dh__take_decision(const uint64_t m[2], uint64_t key, int *d)
         *d = 0;
         return 1;
     }
+    if (m[0] & DH__SW) {
+        if (m[0] != key)
+            return 0; /* a switch round this rank did not wait for */
+        *d = (int)m[1];
+        return 1;
+    }
+    if (key & DH__SW)
+        return 0;
     if (m[1] == 0 && (!dh__ag.no_key || (m[0] >> 24) > (dh__ag.no_key >> 24) ||
                       ((m[0] >> 24) == (dh__ag.no_key >> 24) && m[0] < dh__ag.no_key)))
         dh__ag.no_key = m[0];
@@ -593,7 +666,34 @@ int dh_agree_vote(uint64_t key, int yes)
     return d > 0 ? d : 0;
 }
 
-void dh_agree_set_mask(uint64_t mask) { dh__ag.mask = mask; }
+void dh_agree_set_mask(uint64_t mask)
+{
+    dh__ag.mask = mask;
+    if (dh__ag.opened && !dh__ag.broken && dh__ag.fd >= 0) {
+        uint64_t m[2] = {DH__MASK, mask};
+        if (dh__send_all(dh__ag.fd, m, sizeof m) < 0)
+            dh__break("the hub closed the channel");
+    }
+}
+
+int dh_agree_switch(uint64_t k, int ready)
+{
+    if (!dh_agree_needed())
+        return ready != 0;
+    if (dh__ag.broken || dh__ag.silent || (!dh__ag.opened && dh__open() != 0))
+        return 0;
+    dh__ag.opened = 1;
+    uint64_t key = DH__SW | (k & ~(DH__SW | DH__MASK));
+    if (!ready) {
+        /* Not ready decides the round by itself: nobody waits for it, it waits for nobody. */
+        uint64_t m[2] = {key, 0};
+        if (dh__send_all(dh__ag.fd, m, sizeof m) < 0)
+            dh__break("the hub closed the channel");
+        return 0;
+    }
+    int d = dh__round(key, 1);
+    return d > 0;
+}
 
 void dh_agree_open(void)
 {
@@ -613,4 +713,176 @@ void dh_agree_close(void)
     if (dh__ag.fd >= 0)
         close(dh__ag.fd);
     dh__ag.fd = -1;
+}
+
+/* ---- bytes: every rank's to rank 0, rank 0's answer to every rank (dh_agree_exchange) ----
+ * Its own connections, on the channel's port + 1, made by the calling thread (auto mode's
+ * planning thread, never the job's), so that a transfer of megabytes never holds up a
+ * vote. A message is (rank or length, 64 bits) then the bytes. */
+
+static int dh__xsend(int fd, uint64_t head, const char *buf, size_t len)
+{
+    uint64_t h[2] = {head, (uint64_t)len};
+    return dh__send_all(fd, h, sizeof h) < 0 || (len && dh__send_all(fd, buf, len) < 0) ? -1 : 0;
+}
+
+/* Reads (head, length, bytes) before deadline into *buf (malloc'ed); -1 on failure. */
+static int dh__xrecv(int fd, uint64_t *head, char **buf, size_t *len, uint64_t deadline)
+{
+    uint64_t h[2];
+    *buf = NULL;
+    if (dh__recv_all(fd, h, sizeof h, deadline) < 0 || h[1] > ((uint64_t)1 << 34))
+        return -1;
+    char *b = malloc(h[1] + 1);
+    if (!b || dh__recv_all(fd, b, h[1], deadline) < 0) {
+        free(b);
+        return -1;
+    }
+    b[h[1]] = '\0';
+    *head = h[0];
+    *buf = b;
+    *len = h[1];
+    return 0;
+}
+
+static int dh__x_rank0(int port, const char *buf, size_t len, dh_agree_answer_fn fn, void *ctx,
+                       char **reply, size_t *rlen, char *why, size_t whylen, uint64_t deadline)
+{
+    int n = dh__ag.size, got = 1, rc = -1;
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int *fd = malloc((size_t)n * sizeof *fd);
+    char **in = calloc((size_t)n, sizeof *in);
+    size_t *inlen = calloc((size_t)n, sizeof *inlen);
+    int one = 1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_ANY)};
+    if (ls >= 0)
+        setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (ls < 0 || !fd || !in || !inlen || bind(ls, (struct sockaddr *)&a, sizeof a) < 0 ||
+        listen(ls, 128) < 0) {
+        snprintf(why, whylen, "rank 0 cannot listen on port %d: %s", port, strerror(errno));
+        n = 0;
+    }
+    for (int r = 0; r < n; r++)
+        fd[r] = -1;
+    if (n > 0) {
+        in[0] = (char *)buf;
+        inlen[0] = len;
+    }
+    while (n > 0 && got < n) {
+        struct pollfd pf = {.fd = ls, .events = POLLIN};
+        int k = poll(&pf, 1, dh__left_ms(deadline));
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            snprintf(why, whylen, "%d of %d ranks delivered their profile within %lld ms", got,
+                     n, (long long)dh_config()->auto_timeout_ms);
+            break;
+        }
+        int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+        uint64_t r;
+        char *b;
+        size_t bl;
+        if (c < 0)
+            continue;
+        if (dh__xrecv(c, &r, &b, &bl, deadline) < 0 || r == 0 || r >= (uint64_t)n || fd[r] >= 0) {
+            free(b);
+            close(c);
+            continue;
+        }
+        fd[r] = c;
+        in[r] = b;
+        inlen[r] = bl;
+        got++;
+    }
+    if (n > 0 && got == n) {
+        rc = fn(ctx, (const char *const *)in, inlen, n, reply, rlen) == 0 ? 0 : -1;
+        if (rc < 0)
+            snprintf(why, whylen, "rank 0 made no answer");
+    }
+    /* Everyone connected hears the answer, or that there is none (length 0). */
+    for (int r = 1; r < n; r++) {
+        if (fd[r] < 0)
+            continue;
+        dh__xsend(fd[r], 0, rc == 0 ? *reply : NULL, rc == 0 ? *rlen : 0);
+        close(fd[r]);
+        free(in[r]);
+    }
+    if (ls >= 0)
+        close(ls);
+    free(fd);
+    free(in);
+    free(inlen);
+    return rc;
+}
+
+static int dh__x_peer(const char *host, int port, const char *buf, size_t len, char **reply,
+                      size_t *rlen, char *why, size_t whylen, uint64_t deadline)
+{
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
+    if (getaddrinfo(host, ps, &hints, &ai) != 0 || !ai) {
+        snprintf(why, whylen, "cannot resolve %s", host);
+        return -1;
+    }
+    int fd = -1;
+    while (dh__left_ms(deadline) > 1) {
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
+            break;
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+        usleep(20000); /* rank 0 may not listen yet */
+    }
+    freeaddrinfo(ai);
+    uint64_t head = 0;
+    if (fd < 0 || dh__xsend(fd, (uint64_t)dh__ag.rank, buf, len) < 0) {
+        snprintf(why, whylen, "cannot reach rank 0 on %s:%d", host, port);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    /* Rank 0 waits up to the timeout for the last profile, then plans. */
+    int rc = dh__xrecv(fd, &head, reply, rlen, deadline + (uint64_t)dh_config()->auto_timeout_ms *
+                                                              1000000ull);
+    close(fd);
+    if (rc < 0 || *rlen == 0) {
+        snprintf(why, whylen, rc < 0 ? "no answer from rank 0 in time"
+                                     : "rank 0 did not get every rank's profile in time");
+        free(*reply);
+        *reply = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+int dh_agree_exchange(const char *buf, size_t len, dh_agree_answer_fn fn, void *ctx,
+                      char **reply, size_t *rlen, char *why, size_t whylen)
+{
+    *reply = NULL;
+    *rlen = 0;
+    if (!dh_agree_needed()) {
+        const char *in[1] = {buf};
+        size_t inlen[1] = {len};
+        return fn(ctx, in, inlen, 1, reply, rlen) == 0 ? 0 : -1;
+    }
+    char host[256];
+    int port = 0;
+    const char *w = NULL;
+    if (dh__address(host, sizeof host, &port, &w) < 0) {
+        snprintf(why, whylen, "%s", w);
+        return -1;
+    }
+    uint64_t deadline = dh__now_ns() + (uint64_t)dh_config()->auto_timeout_ms * 1000000ull;
+    return dh__ag.rank == 0
+               ? dh__x_rank0(port + 1, buf, len, fn, ctx, reply, rlen, why, whylen, deadline)
+               : dh__x_peer(host, port + 1, buf, len, reply, rlen, why, whylen, deadline);
+}
+
+int dh_agree_rank(void)
+{
+    pthread_once(&dh__ag.once, dh__env);
+    return dh__ag.rank;
 }

@@ -32,6 +32,7 @@
 #ifndef DH_AGREE_H
 #define DH_AGREE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* Whether there is anyone to agree with: the launcher says the job has more than one rank.
@@ -46,8 +47,10 @@ int dh_agree_needed(void);
  * (bounded by twice the timeout). With one rank returns yes at once. */
 int dh_agree_vote(uint64_t key, int yes);
 
-/* This rank's pairs: bit p set when its plan pairs pair p (pairs from 63 on: bit 63). Set
- * before the first vote; sent to the hub when the channel opens. */
+/* This rank's pairs: bit p set when its plan pairs pair p (pairs from 63 on: bit 63). Sent
+ * to the hub when the channel opens, or at once when it is open already (auto mode attaches
+ * its plan after the switch round; until then its mask is all pairs, so that no round is
+ * decided without it). */
 void dh_agree_set_mask(uint64_t mask);
 
 typedef struct dh_agree_stats {
@@ -62,6 +65,31 @@ void dh_agree_stats(dh_agree_stats_t *out);
  * has no pair to vote on still tells the hub so (its mask), or its peers would wait for its
  * votes. Same thread rules as dh_agree_vote. */
 void dh_agree_open(void);
+
+/* Auto mode's switch (DESIGN.md invariant 9): every rank calls it at every iteration
+ * boundary k (0, 1, 2, ... in its program order) until it returns 1, with ready 1 once it
+ * holds the plan (and from then on). ready 0 waits for nobody and returns 0; ready 1 waits
+ * (bounded by DHELIX_AGREE_TIMEOUT_MS) until every rank has voted on k and returns 1 when
+ * all were ready there, so that every rank attaches the plan at the same boundary. A
+ * timeout breaks the channel as dh_agree_vote does (0 from then on). One rank: ready.
+ * Same thread rules as dh_agree_vote. */
+int dh_agree_switch(uint64_t k, int ready);
+
+/* Rank 0's answer to every rank's bytes: in[r] (inlen[r] bytes) for r in [0, n); *out
+ * (malloc'ed) and *outlen; 0, or -1 for no answer. */
+typedef int (*dh_agree_answer_fn)(void *ctx, const char *const *in, const size_t *inlen, int n,
+                                  char **out, size_t *outlen);
+/* Sends buf to rank 0; rank 0 calls fn once every rank's bytes are there and sends its
+ * answer to every rank; *reply (malloc'ed, NUL-terminated) is that answer on every rank.
+ * Bounded: rank 0 waits DHELIX_AUTO_TIMEOUT_MS for the last rank's bytes, a peer that long
+ * plus as long again for the answer; then -1 with why set, on every rank (a rank that
+ * delivered nothing in time makes the answer "none" for all). Blocking: call it from a
+ * thread of the shim's own. One rank: fn on buf alone. Uses the channel's port + 1. */
+int dh_agree_exchange(const char *buf, size_t len, dh_agree_answer_fn fn, void *ctx,
+                      char **reply, size_t *rlen, char *why, size_t whylen);
+
+/* This process's rank as the launcher says (0 without one). */
+int dh_agree_rank(void);
 
 /* Closes the channel (at exit). */
 void dh_agree_close(void);

@@ -59,6 +59,8 @@ static struct {
     uint64_t *seg_hash, *seg_first; /* [closed segment] */
     uint32_t *seg_threads;          /* [closed segment]: seg_thread */
     size_t nsegs;
+    size_t period, period_next;     /* once stopped: segments per iteration, and the next
+                                       segment's index (an iteration starts there) */
 } dh__pr;
 static int dh__comm_index(const void *reg)
 {
@@ -149,6 +151,8 @@ static void dh__close_segment(void)
             k++;
         if (k == (reps - 1) * p) {
             dh__pr.stopped = 1;
+            dh__pr.period = p;
+            dh__pr.period_next = m;
             DH_INFO(SCHED, "profile: the last %zu of %zu segments repeat a period of %zu %zu "
                     "times; recording stopped after %zu operations", reps * p, m, p, reps,
                     dh_prof_builder_nops(dh__pr.b));
@@ -298,25 +302,78 @@ static void dh__write_trace(const char *path, int rank, size_t n)
     fclose(f);
 }
 
+/* The profile's header fields (the ops and comms are the recorder's). */
+static void dh__header(dh_profile_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->version = DH_PROFILE_VERSION;
+    p->rank = dh_nccl_global_rank();
+    p->world = dh_nccl_world_size() > 0 ? dh_nccl_world_size() : -1;
+    snprintf(p->layout, sizeof p->layout, "%.*s", (int)sizeof p->layout - 1, dh_config()->layout);
+    gethostname(p->host, sizeof p->host - 1);
+    const char *dev = getenv("VGPU_DEVICE");
+    snprintf(p->device, sizeof p->device, "%s%s", dev ? "vgpu " : "", dev ? dev : "");
+    const char *mc = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    p->max_connections = mc && atoi(mc) > 0 ? atoi(mc) : 8;
+    p->ncomms = dh__pr.ncomms;
+    p->comms = dh__pr.comm_info;
+    p->sync_at_end = dh__pr.stopped || dh__pr.pending_sync;
+}
+
+/* Frees what the recorder holds (after the profile was written or taken). */
+static void dh__release(void)
+{
+    dh_prof_builder_free(dh__pr.b);
+    dh__pr.b = NULL;
+    for (size_t c = 0; c < DH__EV_CHUNKS; c++) {
+        free(dh__ev_chunks[c]);
+        dh__ev_chunks[c] = NULL;
+    }
+    free(dh__pr.seg_hash);
+    free(dh__pr.seg_first);
+    free(dh__pr.seg_threads);
+    dh__pr.seg_hash = dh__pr.seg_first = NULL;
+    dh__pr.seg_threads = NULL;
+    dh__pr.nsegs = 0;
+}
+
+int dh_prof_stopped(void) { return dh__pr.stopped; }
+
+int dh_prof_period(size_t *p, size_t *next)
+{
+    if (!dh__pr.stopped || !dh__pr.period)
+        return 0;
+    *p = dh__pr.period;
+    *next = dh__pr.period_next;
+    return 1;
+}
+
+int dh_prof_take(char **buf, size_t *len, size_t *nops, char *err, size_t errlen)
+{
+    size_t n = dh__pr.b ? dh_prof_builder_nops(dh__pr.b) : 0;
+    *nops = n;
+    *buf = NULL;
+    *len = 0;
+    if (!n) {
+        snprintf(err, errlen, "nothing was recorded");
+        return -1;
+    }
+    dh__harvest(n);
+    dh_profile_t p;
+    dh__header(&p);
+    int rc = dh_prof_builder_render(dh__pr.b, &p, buf, len, err, errlen) == DH_OK ? 0 : -1;
+    dh__release();
+    return rc;
+}
+
 void dh_prof_finish(void)
 {
     size_t n = dh__pr.b ? dh_prof_builder_nops(dh__pr.b) : 0;
     if (!n)
         return;
     dh__harvest(n);
-    dh_profile_t p = {0};
-    p.version = DH_PROFILE_VERSION;
-    p.rank = dh_nccl_global_rank();
-    p.world = dh_nccl_world_size() > 0 ? dh_nccl_world_size() : -1;
-    snprintf(p.layout, sizeof p.layout, "%.*s", (int)sizeof p.layout - 1, dh_config()->layout);
-    gethostname(p.host, sizeof p.host - 1);
-    const char *dev = getenv("VGPU_DEVICE");
-    snprintf(p.device, sizeof p.device, "%s%s", dev ? "vgpu " : "", dev ? dev : "");
-    const char *mc = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-    p.max_connections = mc && atoi(mc) > 0 ? atoi(mc) : 8;
-    p.ncomms = dh__pr.ncomms;
-    p.comms = dh__pr.comm_info;
-    p.sync_at_end = dh__pr.stopped || dh__pr.pending_sync;
+    dh_profile_t p;
+    dh__header(&p);
     dh_strbuf_t path = DH_STRBUF_INIT;
     char err[256];
     if (dh_path_expand_self(dh_config()->profile, &path) != DH_OK) {
@@ -338,16 +395,5 @@ void dh_prof_finish(void)
         dh_strbuf_free(&tp);
     }
     dh_strbuf_free(&path);
-    dh_prof_builder_free(dh__pr.b);
-    dh__pr.b = NULL;
-    for (size_t c = 0; c < DH__EV_CHUNKS; c++) {
-        free(dh__ev_chunks[c]);
-        dh__ev_chunks[c] = NULL;
-    }
-    free(dh__pr.seg_hash);
-    free(dh__pr.seg_first);
-    free(dh__pr.seg_threads);
-    dh__pr.seg_hash = dh__pr.seg_first = NULL;
-    dh__pr.seg_threads = NULL;
-    dh__pr.nsegs = 0;
+    dh__release();
 }

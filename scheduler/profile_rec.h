@@ -27,6 +27,16 @@ void dh_prof_sync(void);
 /* Dispatcher: an event before (begin = 1) or after (0) the replay of record idx1 on the
  * physical stream s. */
 void dh_prof_bracket(uint64_t idx1, cudaStream_t s, int begin);
+/* Lock held: whether recording stopped (an iteration repeated). */
+int dh_prof_stopped(void);
+/* Lock held, once stopped: the iteration's length in segments (runs of ops between host
+ * synchronisations, numbered from 0 at the program's first op) and the index of the
+ * segment after the last recorded one, where an iteration starts. 0 before. */
+int dh_prof_period(size_t *p, size_t *next);
+/* Auto mode, once recording stopped and every recorded op was replayed (any thread, once):
+ * reads the events and hands the profile over as JSON in *buf (malloc'ed, *len bytes), the
+ * ops recorded in *nops; frees the recorder. 0, or -1 with err set. */
+int dh_prof_take(char **buf, size_t *len, size_t *nops, char *err, size_t errlen);
 /* Reads the events and writes the profile and its trace; logs where. */
 void dh_prof_finish(void);
 

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "agree.h"
+#include "auto.h"
 #include "common/membound.h"
 #include "common/log.h"
 #include "deps.h"
@@ -599,6 +600,8 @@ int dh_sched_submit(dh_op_t *op)
     op->thread = dh__thread_id();
     dh_op_desc_t d;
     dh__prepare(op, &d);
+    if (dh_auto_on())
+        dh_auto_submit(&d); /* may attach the plan: plan mode from this op on */
     if (dh__s.mode == DH_MODE_PLAN && dh_agree_needed())
         dh__agree_before(&d);
     int64_t mem = dh__tls_alloc;
@@ -813,6 +816,8 @@ void dh_sched_drain(dh_drain_reason_t why)
         dh_tracker_drain_set(d);
     }
     if (dh__program_sync(why)) {
+        if (dh_auto_on())
+            dh_auto_synced();
         if (dh__s.mode == DH_MODE_PROFILE)
             dh_prof_sync();
         else if (dh__s.mode == DH_MODE_PLAN)
@@ -829,6 +834,8 @@ void dh_sched_drain(dh_drain_reason_t why)
     while (dh__s.low_water < target && dh__s.started)
         pthread_cond_wait(&dh__s.done, &dh__s.lock);
     pthread_mutex_unlock(&dh__s.lock);
+    if (dh_auto_on() && why != DH_DRAIN_EXIT)
+        dh_auto_drained();
 }
 
 /* Nonzero while an error is pending: the wrappers' fast path reads it without the lock
@@ -998,6 +1005,8 @@ static pthread_once_t dh__first_once = PTHREAD_ONCE_INIT;
 
 static void dh__first_call(void)
 {
+    if (dh_auto_on())
+        dh_auto_first_call();
     if (dh__s.mode != DH_MODE_PLAN || dh_tracker_load(dh_config()->plan) == 0)
         return;
     /* The plan cannot be used (one line said why): nothing was deferred yet. */
@@ -1013,6 +1022,8 @@ void dh_sched_init(void)
 {
     const dh_config_t *cfg = dh_config();
     dh__s.mode = cfg->mode;
+    if (cfg->mode == DH_MODE_AUTO)
+        dh__s.mode = (dh_mode_t)dh_auto_init();
     if (cfg->mode == DH_MODE_PLAN && !cfg->plan[0]) {
         DH_ERROR(PLAN, "DHELIX_MODE=plan needs DHELIX_PLAN (a plan file); running passthrough");
         dh__s.mode = DH_MODE_PASSTHROUGH;
@@ -1036,6 +1047,7 @@ void dh_sched_fini(void)
     pthread_mutex_unlock(&dh__s.lock);
     if (!started)
         return;
+    dh_auto_fini();
     dh_sched_drain(DH_DRAIN_EXIT);
     pthread_mutex_lock(&dh__s.lock);
     if (dh__s.pending_error)
@@ -1058,7 +1070,7 @@ void dh_sched_fini(void)
     dh__s.unc_cap = 0;
     dh__s.unc_ops = dh__s.unc_bytes = 0;
     pthread_mutex_unlock(&dh__s.lock);
-    if (dh__s.mode == DH_MODE_PROFILE)
+    if (dh__s.mode == DH_MODE_PROFILE && !dh_auto_on())
         dh_prof_finish();
     if (dh__s.mode == DH_MODE_PLAN)
         dh_tracker_finish();

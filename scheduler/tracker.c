@@ -79,13 +79,21 @@ static int dh__vote_points(const dh_plan_section_t *s);
 int dh_tracker_load(const char *path)
 {
     char err[400];
-    snprintf(dh__t.path, sizeof dh__t.path, "%s", path);
     dh_plan_t *p = NULL;
     if (dh_plan_load(path, &p, err, sizeof err) != DH_OK) {
+        snprintf(dh__t.path, sizeof dh__t.path, "%s", path);
         DH_ERROR(PLAN, "%s; running passthrough", err);
         return -1;
     }
+    return dh_tracker_attach(p, path);
+}
+
+int dh_tracker_attach(dh_plan_t *p, const char *path)
+{
+    snprintf(dh__t.path, sizeof dh__t.path, "%s", path);
     int world = dh_nccl_world_size(), rank = dh_nccl_global_rank();
+    if (rank < 0)
+        rank = dh_agree_rank(); /* attached before NCCL started (auto mode, a cached plan) */
     const char *layout = dh_config()->layout;
     const dh_plan_section_t *s = NULL;
     /* A plan that pairs nothing on any rank would only defer: every rank runs passthrough
@@ -142,6 +150,10 @@ int dh_tracker_load(const char *path)
         }
         dh__t.state = DH__T_SEARCH;
         dh__t.first_op = 1;
+        /* Attached while the program runs (auto mode): group numbers go on from the ones
+         * the scheduler has used, which are all released. */
+        if (dh__t.next_group < dh__s.release)
+            dh__t.next_group = dh__s.release;
         DH_INFO(PLAN, "%s: rank %d, template of %zu ops in %d groups (%d blocks, %zu bytes "
                 "held), predicted %.3f ms -> %.3f ms per iteration", path, rank, s->nops,
                 s->ngroups, dh_plan_walk_nblocks(dh__t.w), dh_plan_walk_bytes(dh__t.w),

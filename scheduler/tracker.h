@@ -29,6 +29,11 @@
  * and layout against the job's. 0 on success; otherwise one error line is logged (naming
  * the file and the problem) and -1 is returned: the caller runs passthrough. */
 int dh_tracker_load(const char *path);
+/* The same for plan p (taken: freed here whatever the result), path naming it in messages.
+ * Auto mode calls it with dh__s.lock held, at an iteration boundary (the next op is the
+ * first of an iteration), before any op was assigned by the tracker. */
+struct dh_plan;
+int dh_tracker_attach(struct dh_plan *p, const char *path);
 
 /* Lock held: op (described by d) gets its strand, group and lgroup; the release mark
  * moves. Sets *flush to 1 when held work must be issued now (a desync), to 2 when op may

@@ -12,6 +12,8 @@
 #   agree_silent: a peer that never answers the vote (bounded waits, program order, exact)
 #   diverge_tpdp, diverge_pp: one rank at a time diverges (extra op, missing op, host sync,
 #     query) in TP2 x DP2 and PP2 (interleaved): exact, no mismatch, pairing resumes
+#   auto_*: DHELIX_MODE=auto beside the three-step flow (exact, the same speedup once
+#     switched); auto_cache: the second start reuses DHELIX_PLAN_CACHE
 #   rotated_plan: a plan that pairs the last backward with the gradient reduction (exact,
 #     no race: the runtime runs that pair one after the other)
 if(NOT DH_HAVE_MPI) # every scenario starts several ranks under mpiexec (cmake/Dependencies.cmake)
@@ -21,7 +23,8 @@ set(_si_dir ${CMAKE_CURRENT_SOURCE_DIR}/si)
 set(_si_scenarios tp_sp tp_sp_init pp_1f1b pp_tp cp dp_ogr moe_ep
     desync_extra desync_missing desync_shape
     bad_plan_json bad_plan_version bad_plan_model bad_plan_layout bad_plan_world bad_plan_truncated
-    inject_stress jitter rotated_plan share_mem mem_bound agree_silent diverge_tpdp diverge_pp)
+    inject_stress jitter rotated_plan share_mem mem_bound agree_silent diverge_tpdp diverge_pp
+    auto_tp_sp auto_cp auto_moe_ep auto_tpdp auto_cache)
 foreach(s ${_si_scenarios})
   dh_add_test(NAME si.${s}
     COMMAND bash ${_si_dir}/e2e.sh ${s}

@@ -28,7 +28,8 @@
     X(PROFILE, "profile")            \
     X(PLAN, "plan")                  \
     X(STRESS, "stress")              \
-    X(STRANDS, "strands")
+    X(STRANDS, "strands")            \
+    X(AUTO, "auto")
 
 typedef enum dh_mode {
 #define DH__MODE_ENUM(id, name) DH_MODE_##id,
@@ -89,8 +90,10 @@ typedef enum dh_cfg_kind {
       "input of `dhelix plan`. plan executes the Strand Interleaving plan in "              \
       "`DHELIX_PLAN`. stress defers every operation it legally can and re-issues "          \
       "independent streams in a seeded random order (a test of exactness). strands runs "   \
-      "two strands assigned by issuing-thread phases without a plan (a test mode). The "    \
-      "default is plan when `DHELIX_PLAN` is set.")                                         \
+      "two strands assigned by issuing-thread phases without a plan (a test mode). auto "     \
+      "profiles the first iterations, plans in the process, agrees with the other ranks " \
+      "on the plan and the iteration to switch at, then runs it (and caches it in "      \
+      "`DHELIX_PLAN_CACHE`). The default is plan when `DHELIX_PLAN` is set.")                                         \
     X(PLAN, plan, STR, "", "file path", 0, 0,                                               \
       "Strand Interleaving plan (JSON, docs/plan-format.md) that plan mode executes; "      \
       "setting it makes plan the default mode. A plan that cannot be used (bad file, "      \
@@ -100,6 +103,17 @@ typedef enum dh_cfg_kind {
       "file path; `%h` host, `%p` pid, `%r` rank", 0, 0,                                    \
       "File that profile mode writes at exit (docs/plan-format.md), with a Chrome trace "   \
       "beside it (`.trace.json`).")                                                         \
+    X(PLAN_CACHE, plan_cache, PATH, "", "empty (no cache) or a directory", 0, 0,             \
+      "Auto mode: where plans are kept, one file per program (its command line), world "   \
+      "size, `DHELIX_LAYOUT` and device; a start that finds its plan there skips "           \
+      "profiling and switches at the first iteration.")                                    \
+    X(AUTO_TIMEOUT_MS, auto_timeout_ms, INT, "60000", NULL, 100, 3600000,                   \
+      "Auto mode: longest wait, in milliseconds, for every rank's profile at rank 0 and "   \
+      "for the plan at the other ranks (on the shim's own thread, not the job's); past it " \
+      "no rank uses a plan, one warning.")                                                  \
+    X(AUTO_MIN_GAIN, auto_min_gain, INT, "1", NULL, 0, 1000,                                \
+      "Auto mode: percent of predicted speedup a plan must promise to be used (1: at "     \
+      "least 1.01x); a plan that promises less is not used and the log says so.")          \
     X(PROFILE_OPS, profile_ops, INT, "4000000", NULL, 1000, 10000000,                       \
       "Most operations profile mode records if no iteration has repeated by then (it stops " \
       "by itself once one has); later ones run unrecorded.")                                 \

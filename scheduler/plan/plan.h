@@ -130,6 +130,9 @@ const dh_prof_op_t *dh_prof_builder_op(const dh_prof_builder_t *b, size_t i, dou
  * layout, host, device, max_connections, comms, sync_at_end). Errors as dh_profile_save. */
 dh_status_t dh_prof_builder_save(const dh_prof_builder_t *b, const dh_profile_t *hdr,
                                  const char *path, char *err, size_t errlen);
+/* The same JSON in memory: *buf (malloc'ed, NUL-terminated, *len bytes). */
+dh_status_t dh_prof_builder_render(const dh_prof_builder_t *b, const dh_profile_t *hdr,
+                                   char **buf, size_t *len, char *err, size_t errlen);
 
 /* ---- plans ---- */
 
@@ -199,6 +202,9 @@ dh_status_t dh_plan_parse(const char *buf, size_t len, const char *name, dh_plan
 dh_status_t dh_plan_load(const char *path, dh_plan_t **out, char *err, size_t errlen);
 /* Writes p in version 2, or in version 1 when p was read from a version-1 file. */
 dh_status_t dh_plan_save(const dh_plan_t *p, const char *path, char *err, size_t errlen);
+/* What dh_plan_save writes, in memory: *buf (malloc'ed, NUL-terminated, *len bytes).
+ * DH_ERR_NOMEM. */
+dh_status_t dh_plan_render(const dh_plan_t *p, char **buf, size_t *len);
 void dh_plan_free(dh_plan_t *p);
 /* Checks the rules of docs/plan-format.md that JSON types cannot express: every op in
  * exactly one group with matching group and strand fields, order letters, ranges inside

@@ -428,3 +428,19 @@ dh_status_t dh_plan_save(const dh_plan_t *p, const char *path, char *err, size_t
     dh_strbuf_free(&b);
     return st;
 }
+
+dh_status_t dh_plan_render(const dh_plan_t *p, char **buf, size_t *len)
+{
+    dh_strbuf_t b = DH_STRBUF_INIT;
+    dh_status_t st = dh__plan_render(p, &b);
+    *buf = NULL;
+    *len = 0;
+    if (st == DH_OK && !(*buf = malloc(b.len + 1)))
+        st = DH_ERR_NOMEM;
+    if (st == DH_OK) {
+        memcpy(*buf, dh_strbuf_str(&b), b.len + 1);
+        *len = b.len;
+    }
+    dh_strbuf_free(&b);
+    return st;
+}

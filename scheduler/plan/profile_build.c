@@ -450,11 +450,12 @@ void dh__profile_header_json(dh_strbuf_t *s, const dh_profile_t *p, int version)
     dh_strbuf_puts(s, p->ncomms ? "\n  ],\n" : "],\n");
 }
 
-dh_status_t dh_prof_builder_save(const dh_prof_builder_t *b, const dh_profile_t *hdr,
-                                 const char *path, char *err, size_t errlen)
+/* Renders what dh_prof_builder_save writes into s; errors as it (path names the output). */
+static dh_status_t dh__builder_render(const dh_prof_builder_t *b, const dh_profile_t *hdr,
+                                      dh_strbuf_t *sp, const char *path, char *err, size_t errlen)
 {
     dh__phtab_t t = {0};
-    dh_strbuf_t s = DH_STRBUF_INIT;
+    dh_strbuf_t s = *sp;
     dh_status_t st = dh__phases_of(b, &t);
     if (st == DH_OK) {
         dh__profile_header_json(&s, hdr, DH_PROFILE_VERSION);
@@ -484,10 +485,36 @@ dh_status_t dh_prof_builder_save(const dh_prof_builder_t *b, const dh_profile_t 
     } else {
         dh__errf(err, errlen, path, "out of memory");
     }
+    *sp = s;
+    dh__phtab_free(&t);
+    return st;
+}
+
+dh_status_t dh_prof_builder_save(const dh_prof_builder_t *b, const dh_profile_t *hdr,
+                                 const char *path, char *err, size_t errlen)
+{
+    dh_strbuf_t s = DH_STRBUF_INIT;
+    dh_status_t st = dh__builder_render(b, hdr, &s, path, err, errlen);
     if (st == DH_OK)
         st = dh__write_file(path, dh_strbuf_str(&s), s.len, err, errlen);
     dh_strbuf_free(&s);
-    dh__phtab_free(&t);
+    return st;
+}
+
+dh_status_t dh_prof_builder_render(const dh_prof_builder_t *b, const dh_profile_t *hdr,
+                                   char **buf, size_t *len, char *err, size_t errlen)
+{
+    dh_strbuf_t s = DH_STRBUF_INIT;
+    dh_status_t st = dh__builder_render(b, hdr, &s, "profile", err, errlen);
+    *buf = NULL;
+    *len = 0;
+    if (st == DH_OK && !(*buf = malloc(s.len + 1)))
+        st = DH_ERR_NOMEM;
+    if (st == DH_OK) {
+        memcpy(*buf, dh_strbuf_str(&s), s.len + 1);
+        *len = s.len;
+    }
+    dh_strbuf_free(&s);
     return st;
 }
 

@@ -191,10 +191,10 @@ static void test_mode_follows_plan(void **state)
     parse(explicit_mode);
     assert_int_equal(cfg.mode, DH_MODE_PASSTHROUGH);
     assert_int_equal(cfg.source[DH_CFG_MODE], DH_SRC_ENV);
-    const char *bad_mode[] = {"DHELIX_PLAN=plan.json", "DHELIX_MODE=auto", NULL};
+    const char *bad_mode[] = {"DHELIX_PLAN=plan.json", "DHELIX_MODE=autopilot", NULL};
     parse(bad_mode);
     assert_int_equal(cfg.mode, DH_MODE_PASSTHROUGH); /* a bad value is not "unset" */
-    expect_one_warning("DHELIX_MODE=auto", NULL);
+    expect_one_warning("DHELIX_MODE=autopilot", NULL);
 }
 
 static void test_unknown_variables(void **state)

@@ -48,6 +48,11 @@
 #       at every free (lag_waits > 0 on every rank), which must change nothing either
 #   agree_silent
 #       a rank stops answering the ranks' agreement: every rank falls back (bounded), exact
+#   auto_tp_sp auto_cp auto_moe_ep auto_tpdp (4 ranks) auto_cache
+#       DHELIX_MODE=auto beside the three-step flow, 8 iterations (scenario_auto): exact,
+#       one switch iteration on every rank, the speedup after it within 1% of the three-step
+#       run's on the same iterations; auto_cache: a second start reuses DHELIX_PLAN_CACHE
+#       and switches at iteration 0
 #   diverge_tpdp (4 ranks, TP=2 x DP=2) diverge_pp (2 ranks, PP=2 interleaved)
 #       one rank at a time diverges (WL_INJECT KIND@ITER:RANK: query, sync, extra, missing)
 #       while its peers follow the plan: exact, no collective mismatch, no vote timed out,
@@ -793,6 +798,85 @@ PY
   fi
 }
 
+
+# DHELIX_MODE=auto beside the three-step flow (profile, dhelix plan, plan run) on one
+# configuration, 8 iterations: exact; every rank switched at the same iteration; and, on the
+# iterations after the switch and the tracker's checking iteration, the speedup over the
+# baseline within 1% of the three-step run's on the same iterations (where the planner
+# predicts no gain, the plan is not used and the log says so). With cache=1 a second start
+# with DHELIX_PLAN_CACHE must find the plan and switch at iteration 0.
+scenario_auto() {
+  local n=$1 cache=$2
+  shift 2
+  local args=("$@")
+  wl_run base "$n" -- "${args[@]}"
+  run_ok base || return
+  profile prof "$n" -- "${args[@]}" || return
+  make_plan prof || return
+  # shellcheck disable=SC2046
+  wl_run si "$n" $(si_env "$work/plan.json" si) -- "${args[@]}"
+  run_ok si base || return
+  local envs=(DHELIX_MODE=auto "LD_PRELOAD=$shim" DHELIX_STATS=json)
+  [ "$cache" = 1 ] && envs+=("DHELIX_PLAN_CACHE=$work/cache")
+  wl_run auto "$n" "${envs[@]}" "DHELIX_STATS_FILE=$work/auto.stats.%p.json" -- "${args[@]}"
+  run_ok auto base || return
+  auto_judge auto "$n" || return
+  if [ "$cache" = 1 ]; then
+    local f
+    f=$(ls "$work/cache" 2>/dev/null | head -1)
+    [ -n "$f" ] && pass "cache: $work/cache/$f" || { fail "auto: nothing in DHELIX_PLAN_CACHE ($work/cache)"; return; }
+    wl_run auto2 "$n" "${envs[@]}" "DHELIX_STATS_FILE=$work/auto2.stats.%p.json" -- "${args[@]}"
+    run_ok auto2 base || return
+    local c
+    c=$(sij meta auto_cache $(stats_files auto2) | awk '{print $2}' | sort -u | tr '\n' ' ')
+    [ "$c" = "hit " ] && pass "auto2: every rank found the plan in the cache" || fail "auto2: auto_cache per rank: $c (expected hit)"
+    auto_judge auto2 "$n" 0
+  fi
+}
+
+# auto_judge NAME RANKS [WANT_SWITCH]: the switch line, the same switch iteration on every
+# rank (WANT_SWITCH when given), and the speedup after the switch vs the three-step run's.
+auto_judge() {
+  local name=$1 n=$2 want=${3:-}
+  local sw
+  sw=$(sij meta auto_switch_iteration $(stats_files "$name") | awk '{print $2}' | sort -u)
+  local line
+  line=$(grep -h "auto: switched to Strand Interleaving" "$work/$name.err" | head -1)
+  if grep -q "auto: the plan predicts a speedup" "$work/$name.err" && [ "$sw" = -1 ]; then
+    pass "$name: plan not used, the log says why: $(grep -h -m1 -o 'the plan predicts a speedup.*' "$work/$name.err")"
+    return 0
+  fi
+  if [ "$(wc -w <<<"$sw")" != 1 ] || [ "$sw" = -1 ] || [ -z "$line" ]; then
+    fail "$name: did not switch on every rank at one iteration (auto_switch_iteration per rank: $(sij meta auto_switch_iteration $(stats_files "$name") | tr '\n' ' '))"
+    diag "$name"
+    return 1
+  fi
+  pass "$name: ${line#*] }"
+  if [ -n "$want" ] && [ "$sw" != "$want" ]; then
+    fail "$name: switched at iteration $sw, expected $want"
+  fi
+  local r
+  r=$(python3 - "$work" "$name" "$sw" <<'PY'
+import json, sys
+work, name, sw = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def its(run):
+    t = open("%s/%s.out" % (work, run)).read()
+    return [i["time_ms"] for i in json.JSONDecoder().raw_decode(t[t.find("{"):])[0]["iterations"]]
+b, s, a = its("base"), its("si"), its(name)
+first = max(sw + 1, 2)  # the switch iteration itself is the tracker's check (program order)
+if first >= len(b):
+    print("FAIL no iteration after the switch (%d of %d)" % (sw, len(b))); sys.exit()
+m = lambda x: sum(x[first:]) / len(x[first:])
+sa, ss = m(b) / m(a), m(b) / m(s)
+ok = abs(sa - ss) <= 0.01 * ss
+print("%s iterations %d-%d: baseline %.3f ms, three-step SI %.3f ms (speedup %.3f), auto %.3f ms (speedup %.3f)" % (
+    "ok" if ok else "FAIL", first, len(b) - 1, m(b), m(s), ss, m(a), sa))
+PY
+)
+  echo "$scenario auto: $r" >"$work/auto_speedup"
+  if [ "${r%% *}" = ok ]; then pass "$name: ${r#ok }"; else fail "$name: speedup not within 1% of the three-step flow's: ${r#FAIL }"; fi
+}
+
 # ---- main ----
 
 case $scenario in
@@ -832,6 +916,12 @@ case $scenario in
   rotated_plan) set -- rotated_plan ;;
   agree_silent) set -- agree_silent ;;
   diverge_tpdp | diverge_pp) set -- diverge "${scenario#diverge_}" ;;
+  # DHELIX_MODE=auto (scenario_auto): the si configurations with 8 iterations.
+  auto_tp_sp) set -- auto 2 0 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 ;;
+  auto_cp) set -- auto 2 0 --model llama-tiny --cp 2 --gbs 4 --mbs 1 --iters 8 ;;
+  auto_moe_ep) set -- auto 2 0 --model moe-tiny --dp 2 --ep 2 --gbs 8 --mbs 1 --iters 8 ;;
+  auto_tpdp) set -- auto 4 0 --model gpt-tiny --tp 2 --dp 2 --dist-opt --overlap-grad-reduce --gbs 8 --mbs 1 --iters 8 ;;
+  auto_cache) set -- auto 2 1 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 ;;
   *)
     sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     echo "e2e: unknown scenario '${scenario}'" >&2

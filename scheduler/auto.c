@@ -1,0 +1,486 @@
+/*
+ * auto.c: DHELIX_MODE=auto (see auto.h): profile, plan in the process, agree, switch.
+ *
+ * Why the switch is safe: until it, every rank runs in program order (profile mode issues
+ * each op at once). The switch round is decided from what every rank says at the same
+ * boundary of its own program order, so every rank attaches the plan before the same
+ * iteration; from there on the tracker's own agreement (tracker.c) holds, with each rank's
+ * pair bits sent to the hub as it attaches (all bits until then: no round is decided
+ * without a rank that has not attached yet). A rank that holds no plan says "not ready"
+ * without waiting; only ready ranks wait, and every rank votes at every boundary, so no
+ * wait is for a vote that never comes while the ranks are in lockstep (and every wait is
+ * bounded by DHELIX_AGREE_TIMEOUT_MS when they are not).
+ */
+#define _GNU_SOURCE
+#include "auto.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agree.h"
+#include "common/config.h"
+#include "common/log.h"
+#include "common/status.h"
+#include "plan.h"
+#include "planner.h"
+#include "policy.h"
+#include "profile_rec.h"
+#include "registry.h"
+#include "roles.h"
+#include "sched_int.h"
+#include "tracker.h"
+
+static struct {
+    int on;                       /* constant after dh_auto_init */
+    _Atomic int switched;         /* plan mode attached (set under dh__s.lock) */
+    _Atomic int ready;            /* plan holds a checked plan for this rank */
+    /* guarded by dh__s.lock: */
+    int first, synced, started;
+    uint64_t seg;                 /* segments the program started */
+    /* guarded by lock: */
+    pthread_mutex_t lock;
+    dh_plan_t *plan;
+    char plan_name[600];
+    dh_auto_stats_t st;
+    double t_stop;                /* when the planning thread started (s, monotonic) */
+    /* The planning thread's use of the device (the profile's events) vs exit: */
+    pthread_mutex_t dev_lock;
+    int exiting;                  /* guarded by dev_lock */
+} dh__a = {.first = 1, .lock = PTHREAD_MUTEX_INITIALIZER, .dev_lock = PTHREAD_MUTEX_INITIALIZER};
+
+static double dh__mono(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void dh__status(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void dh__status(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    pthread_mutex_lock(&dh__a.lock);
+    vsnprintf(dh__a.st.status, sizeof dh__a.st.status, fmt, ap);
+    pthread_mutex_unlock(&dh__a.lock);
+    va_end(ap);
+}
+
+int dh_auto_on(void) { return dh__a.on; }
+
+int dh_auto_init(void)
+{
+    dh__a.on = 1;
+    dh__a.st.on = 1;
+    dh__a.st.switch_iteration = -1;
+    dh__a.st.planning_ms = dh__a.st.ready_ms = -1;
+    snprintf(dh__a.st.status, sizeof dh__a.st.status, "profiling");
+    /* Until a plan is attached, no round of the tracker is decided without this rank. */
+    dh_agree_set_mask(UINT64_MAX);
+    return DH_MODE_PROFILE;
+}
+
+/* ---- checks of a plan for this rank (what dh_tracker_attach checks, before voting) ---- */
+
+static int dh__launcher_size(void)
+{
+    static const char *n[] = {"OMPI_COMM_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS"};
+    for (int i = 0; i < 3; i++)
+        if (getenv(n[i]) && atoi(getenv(n[i])) > 0)
+            return atoi(getenv(n[i]));
+    return 1;
+}
+
+static double dh__predicted(const dh_plan_t *p)
+{
+    double b = 0, s = 0;
+    for (int i = 0; i < p->nsections; i++) {
+        b += p->sections[i].baseline_us;
+        s += p->sections[i].si_us;
+    }
+    return s > 0 ? b / s : 0;
+}
+
+static int dh__usable(const dh_plan_t *p, char *why, size_t n)
+{
+    int world = dh__launcher_size(), rank = dh_agree_rank();
+    const dh_plan_section_t *s = NULL;
+    if (p->world > 0 && p->world != world)
+        snprintf(why, n, "the plan is for %d ranks and this job has %d", p->world, world);
+    else if (p->layout[0] && strcmp(p->layout, dh_config()->layout) != 0)
+        snprintf(why, n, "the plan is for layout %.60s, DHELIX_LAYOUT is %.60s", p->layout,
+                 dh_config()->layout);
+    else if (!(s = dh_plan_section_for(p, rank)) || s->nops == 0 || s->ngroups == 0)
+        snprintf(why, n, "no section of the plan is for rank %d", rank);
+    else
+        return 1;
+    return 0;
+}
+
+/* ---- the cache ---- */
+
+static uint64_t dh__fnv(uint64_t h, const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return (h ^ 0xff) * 1099511628211ull; /* a separator */
+}
+
+/* The cache file of this program, world, layout and device; 0, or -1 without a cache. */
+static int dh__cache_path(char *path, size_t n)
+{
+    const dh_config_t *cfg = dh_config();
+    if (!cfg->plan_cache[0])
+        return -1;
+    uint64_t h = 1469598103934665603ull;
+    char buf[4096];
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    ssize_t k = fd >= 0 ? read(fd, buf, sizeof buf) : -1;
+    if (fd >= 0)
+        close(fd);
+    h = dh__fnv(h, buf, k > 0 ? (size_t)k : 0);
+    char world[16];
+    snprintf(world, sizeof world, "%d", dh__launcher_size());
+    const char *dev = getenv("VGPU_DEVICE"), *mc = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    const char *parts[] = {world, cfg->layout, dev ? dev : "cuda", mc ? mc : "", cfg->groups,
+                           dh_version()};
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++)
+        h = dh__fnv(h, parts[i], strlen(parts[i]));
+    snprintf(path, n, "%.500s/dhelix-plan-%016llx.json", cfg->plan_cache, (unsigned long long)h);
+    return 0;
+}
+
+static void dh__cache_write(const char *json, size_t len)
+{
+    char path[600], tmp[640];
+    struct stat sb;
+    if (dh__cache_path(path, sizeof path) < 0 || stat(path, &sb) == 0)
+        return;
+    mkdir(dh_config()->plan_cache, 0755);
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = fopen(tmp, "w");
+    int ok = f && fwrite(json, 1, len, f) == len;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    if (!ok || rename(tmp, path) != 0) {
+        unlink(tmp);
+        DH_WARN(PLAN, "auto: cannot write the plan cache %s: %s", path, strerror(errno));
+        return;
+    }
+    if (dh_agree_rank() == 0)
+        DH_INFO(PLAN, "auto: plan cached in %s", path);
+}
+
+/* Takes p as the plan to switch to (checked for this rank). */
+static void dh__set_ready(dh_plan_t *p, const char *name)
+{
+    pthread_mutex_lock(&dh__a.lock);
+    dh__a.plan = p;
+    snprintf(dh__a.plan_name, sizeof dh__a.plan_name, "%s", name);
+    dh__a.st.plan_ready = 1;
+    dh__a.st.predicted = dh__predicted(p);
+    if (dh__a.st.planning_ms < 0)
+        dh__a.st.planning_ms = p->planning_s * 1000.0;
+    pthread_mutex_unlock(&dh__a.lock);
+    atomic_store(&dh__a.ready, 1);
+}
+
+void dh_auto_first_call(void)
+{
+    char path[600], err[400], why[200];
+    if (!dh__a.on || dh__cache_path(path, sizeof path) < 0)
+        return;
+    dh_plan_t *p = NULL;
+    if (access(path, R_OK) != 0) {
+        DH_INFO(PLAN, "auto: no cached plan (%s): profiling", path);
+        return;
+    }
+    if (dh_plan_load(path, &p, err, sizeof err) != DH_OK) {
+        DH_WARN(PLAN, "auto: the cached plan cannot be used (%s): profiling", err);
+        return;
+    }
+    if (!dh__usable(p, why, sizeof why)) {
+        DH_WARN(PLAN, "auto: the cached plan %s cannot be used (%s): profiling", path, why);
+        dh_plan_free(p);
+        return;
+    }
+    pthread_mutex_lock(&dh__a.lock);
+    dh__a.st.cache_hit = 1;
+    pthread_mutex_unlock(&dh__a.lock);
+    dh__set_ready(p, path);
+}
+
+/* ---- planning (its own thread) ---- */
+
+static int dh__on_pinned(void *ctx, const dh_prof_comm_t *c)
+{
+    const dh_policy_t *pol = ctx;
+    unsigned role = dh_role_parse(c->role);
+    if (role == 0)
+        role = dh_role_from_name(c->name);
+    int term;
+    return !dh_policy_decide(pol, c->name, role, c->nranks, &term);
+}
+
+static void dh__on_warn(void *ctx, const char *msg)
+{
+    (void)ctx;
+    DH_INFO(PLAN, "auto: planner: %s", msg);
+}
+
+/* Rank 0's answer (dh_agree_answer_fn): "P" + the plan's JSON, or "N" + why not. */
+static int dh__answer(void *ctx, const char *const *in, const size_t *inlen, int n, char **out,
+                      size_t *outlen)
+{
+    (void)ctx;
+    char err[600] = "", msg[700];
+    double t0 = dh__mono();
+    dh_profile_t **prof = calloc((size_t)n, sizeof *prof);
+    dh_plan_t *plan = NULL;
+    dh_policy_t pol;
+    int ok = prof != NULL;
+    char names[8][32];
+    const char *nm[8];
+    for (int r = 0; ok && r < n; r++) {
+        char name[32], ignored[8];
+        snprintf(name, sizeof name, "profile of rank %d", r);
+        ok = dh_profile_parse(in[r], inlen[r], name, &prof[r], err, sizeof err) == DH_OK;
+        if (ok)
+            dh_profile_trim(prof[r], 2, name, ignored, sizeof ignored);
+    }
+    for (int r = 0; r < 8; r++) {
+        snprintf(names[r], sizeof names[r], "profile of rank %d", r);
+        nm[r] = names[r];
+    }
+    if (ok)
+        ok = dh_policy_parse(dh_config()->groups, &pol, err, sizeof err) == DH_OK;
+    if (ok) {
+        dh_plan_opts_t o;
+        dh_plan_opts_init(&o);
+        o.names = n <= 8 ? nm : NULL;
+        o.policy = dh_config()->groups;
+        o.pinned = dh__on_pinned;
+        o.warn = dh__on_warn;
+        o.ctx = &pol;
+        ok = dh_plan_build((const dh_profile_t *const *)prof, n, &o, &plan, err, sizeof err) ==
+             DH_OK;
+    }
+    double ms = (dh__mono() - t0) * 1000.0;
+    pthread_mutex_lock(&dh__a.lock);
+    dh__a.st.planning_ms = ms;
+    pthread_mutex_unlock(&dh__a.lock);
+    double gain = 1.0 + dh_config()->auto_min_gain / 100.0, sp = ok ? dh__predicted(plan) : 0;
+    char *json = NULL;
+    size_t jlen = 0;
+    if (!ok)
+        snprintf(msg, sizeof msg, "N the planner found no plan (%s)", err);
+    else if (sp <= gain)
+        snprintf(msg, sizeof msg, "N the plan predicts a speedup of %.3fx, not above %.3fx "
+                 "(DHELIX_AUTO_MIN_GAIN=%lld%%)", sp, gain,
+                 (long long)dh_config()->auto_min_gain);
+    else {
+        plan->planning_s = ms / 1000.0;
+        ok = dh_plan_render(plan, &json, &jlen) == DH_OK;
+        if (!ok)
+            snprintf(msg, sizeof msg, "N out of memory");
+    }
+    if (ok && json) {
+        *out = malloc(jlen + 2);
+        if (*out) {
+            (*out)[0] = 'P';
+            memcpy(*out + 1, json, jlen + 1);
+            *outlen = jlen + 1;
+        }
+    } else {
+        *outlen = strlen(msg);
+        *out = strdup(msg);
+    }
+    free(json);
+    dh_plan_free(plan);
+    for (int r = 0; prof && r < n; r++)
+        dh_profile_free(prof[r]);
+    free(prof);
+    return *out ? 0 : -1;
+}
+
+static void *dh__plan_main(void *arg)
+{
+    (void)arg;
+    char err[400] = "", why[400] = "";
+    char *buf = NULL, *reply = NULL;
+    size_t len = 0, rlen = 0, nops = 0;
+    double t0 = dh__mono();
+    pthread_mutex_lock(&dh__a.dev_lock);
+    int rc = dh__a.exiting ? -1 : dh_prof_take(&buf, &len, &nops, err, sizeof err);
+    pthread_mutex_unlock(&dh__a.dev_lock);
+    pthread_mutex_lock(&dh__a.lock);
+    dh__a.st.profile_ops = nops;
+    pthread_mutex_unlock(&dh__a.lock);
+    if (rc < 0)
+        snprintf(why, sizeof why, "the profile could not be read (%s)", err);
+    /* Every rank takes part, with or without a profile: an empty one tells rank 0 to give
+     * up at once rather than at the timeout. */
+    if (rc == 0 && dh_agree_exchange(buf, len, dh__answer, NULL, &reply, &rlen, why,
+                                     sizeof why) < 0)
+        rc = -1;
+    free(buf);
+    if (rc == 0 && rlen > 0 && reply[0] == 'N') {
+        if (dh_agree_rank() == 0)
+            dh_log_line(reply[1] == ' ' ? reply + 2 : reply + 1);
+        dh__status("not used: %s", reply + 2);
+        DH_WARN(PLAN, "auto: %s; the job goes on in program order", reply + 2);
+        rc = 1;
+    } else if (rc == 0) {
+        dh_plan_t *p = NULL;
+        char name[64];
+        snprintf(name, sizeof name, "the plan from rank 0");
+        if (dh_plan_parse(reply + 1, rlen - 1, name, &p, err, sizeof err) != DH_OK) {
+            snprintf(why, sizeof why, "%s", err);
+            rc = -1;
+        } else if (!dh__usable(p, err, sizeof err)) {
+            snprintf(why, sizeof why, "%s", err);
+            dh_plan_free(p);
+            rc = -1;
+        } else {
+            dh__cache_write(reply + 1, rlen - 1);
+            pthread_mutex_lock(&dh__a.lock);
+            dh__a.st.ready_ms = (dh__mono() - t0) * 1000.0;
+            pthread_mutex_unlock(&dh__a.lock);
+            dh__status("plan ready, waiting for the switch");
+            dh__set_ready(p, name);
+        }
+    }
+    if (rc < 0) {
+        dh__status("no plan: %s", why);
+        DH_WARN(PLAN, "auto: no plan (%s); the job goes on in program order", why);
+    }
+    free(reply);
+    return NULL;
+}
+
+void dh_auto_drained(void)
+{
+    if (!dh__a.on || atomic_load(&dh__a.switched))
+        return;
+    pthread_mutex_lock(&dh__s.lock);
+    int go = !dh__a.started && !atomic_load(&dh__a.ready) && dh__s.mode == DH_MODE_PROFILE &&
+             dh_prof_stopped();
+    if (go)
+        dh__a.started = 1;
+    pthread_mutex_unlock(&dh__s.lock);
+    if (!go)
+        return;
+    dh__a.t_stop = dh__mono();
+    pthread_t t;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &at, dh__plan_main, NULL) != 0) {
+        dh__status("no plan: cannot start the planning thread");
+        DH_WARN(PLAN, "auto: cannot start the planning thread; the job goes on in program order");
+    }
+    pthread_attr_destroy(&at);
+}
+
+/* ---- the switch ---- */
+
+void dh_auto_synced(void) { dh__a.synced = 1; }
+
+void dh_auto_submit(const dh_op_desc_t *d)
+{
+    if (!dh__a.on || atomic_load_explicit(&dh__a.switched, memory_order_relaxed))
+        return;
+    (void)d;
+    pthread_mutex_lock(&dh__s.lock);
+    int boundary = 0;
+    uint64_t k = 0;
+    if (dh__a.first || dh__a.synced) {
+        /* This op starts segment seg (profile_rec.c numbers them alike). Iteration 0
+         * starts at the first op; the others where the recorder's period says, once it
+         * stopped: the same iterations on every rank whose program is the same. */
+        uint64_t seg = dh__a.seg++;
+        size_t p = 0, next = 0;
+        if (seg == 0) {
+            boundary = 1;
+        } else if (dh_prof_period(&p, &next) && seg >= next && seg % p == next % p) {
+            boundary = 1;
+            k = next % p == 0 ? seg / p : (seg - next % p) / p + 1;
+        }
+    }
+    dh__a.first = dh__a.synced = 0;
+    pthread_mutex_unlock(&dh__s.lock);
+    if (!boundary)
+        return;
+    int ready = atomic_load(&dh__a.ready);
+    if (!dh_agree_switch(k, ready))
+        return;
+    pthread_mutex_lock(&dh__s.lock);
+    pthread_mutex_lock(&dh__a.lock);
+    dh_plan_t *p = dh__a.plan;
+    dh__a.plan = NULL;
+    char name[600];
+    snprintf(name, sizeof name, "%s", dh__a.plan_name);
+    pthread_mutex_unlock(&dh__a.lock);
+    int rc = dh_tracker_attach(p, name);
+    if (rc == 0) {
+        dh__s.mode = DH_MODE_PLAN;
+        atomic_store(&dh__a.switched, 1);
+    }
+    pthread_mutex_unlock(&dh__s.lock);
+    pthread_mutex_lock(&dh__a.lock);
+    if (rc == 0) {
+        dh__a.st.switched = 1;
+        dh__a.st.switch_iteration = (int64_t)k;
+        snprintf(dh__a.st.status, sizeof dh__a.st.status, "switched at iteration %llu%s",
+                 (unsigned long long)k, dh__a.st.cache_hit ? " (plan from the cache)" : "");
+    } else {
+        snprintf(dh__a.st.status, sizeof dh__a.st.status, "the plan could not be attached");
+    }
+    dh_auto_stats_t st = dh__a.st;
+    pthread_mutex_unlock(&dh__a.lock);
+    if (rc == 0 && dh_agree_rank() == 0) {
+        char line[1024];
+        if (st.cache_hit)
+            snprintf(line, sizeof line, "auto: switched to Strand Interleaving at iteration "
+                     "%llu with the cached plan %.600s (no profiling; predicted speedup %.3fx)",
+                     (unsigned long long)k, name, st.predicted);
+        else
+            snprintf(line, sizeof line, "auto: switched to Strand Interleaving at iteration "
+                     "%llu (profile of %llu ops; planning %.1f ms on rank 0, plan ready %.0f "
+                     "ms after recording stopped; predicted speedup %.3fx)",
+                     (unsigned long long)k, (unsigned long long)st.profile_ops, st.planning_ms,
+                     st.ready_ms, st.predicted);
+        dh_log_line(line);
+    }
+}
+
+void dh_auto_fini(void)
+{
+    if (!dh__a.on)
+        return;
+    pthread_mutex_lock(&dh__a.dev_lock);
+    dh__a.exiting = 1;
+    pthread_mutex_unlock(&dh__a.dev_lock);
+    pthread_mutex_lock(&dh__a.lock);
+    if (!dh__a.st.switched && !dh__a.st.plan_ready && !dh__a.started &&
+        strcmp(dh__a.st.status, "profiling") == 0)
+        snprintf(dh__a.st.status, sizeof dh__a.st.status,
+                 "no plan: the job ended before an iteration repeated");
+    pthread_mutex_unlock(&dh__a.lock);
+}
+
+void dh_auto_stats(dh_auto_stats_t *out)
+{
+    pthread_mutex_lock(&dh__a.lock);
+    *out = dh__a.st;
+    pthread_mutex_unlock(&dh__a.lock);
+}
