@@ -326,7 +326,7 @@ static void *dh__plan_main(void *arg)
     dh__a.st.profile_ops = nops;
     pthread_mutex_unlock(&dh__a.lock);
     if (rc < 0)
-        snprintf(why, sizeof why, "the profile could not be read (%s)", err);
+        snprintf(why, sizeof why, "the profile could not be read (%.300s)", err);
     /* Every rank takes part, with or without a profile: an empty one tells rank 0 to give
      * up at once rather than at the timeout. */
     if (rc == 0 && dh_agree_exchange(buf, len, dh__answer, NULL, &reply, &rlen, why,
