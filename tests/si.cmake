@@ -35,9 +35,10 @@ endforeach()
 
 # Plan mode's threads under ThreadSanitizer (the tsan preset): the framework thread, the
 # backward thread, the watchdog and the dispatcher share the tracker and the queues (jitter:
-# with a dispatcher that falls behind at random, and a program that waits for it).
+# with a dispatcher that falls behind at random, and a program that waits for it);
+# auto_tp_sp adds the agreement's hub thread and votes and auto mode's planning thread.
 if(DH_SANITIZE MATCHES "thread")
-  foreach(s cp pp_1f1b jitter)
+  foreach(s cp pp_1f1b jitter auto_tp_sp)
     dh_add_test(NAME si.${s}_tsan
       COMMAND bash ${_si_dir}/e2e.sh ${s}
       ENV DH_BUILD_DIR=${CMAKE_BINARY_DIR} SI_WORK=${CMAKE_BINARY_DIR}/si/${s}_tsan
