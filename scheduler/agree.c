@@ -478,12 +478,15 @@ static int dh__open_rank0(int port, uint64_t deadline)
     return 0;
 }
 
-static int dh__open_peer(const char *host, int port, uint64_t deadline)
+/* A TCP connection to host:port, retried until deadline (rank 0 may not listen yet); the
+ * socket, or -1 (*resolved says whether the host resolved). */
+static int dh__connect(const char *host, int port, uint64_t deadline, int *resolved)
 {
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
     struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    if (getaddrinfo(host, ps, &hints, &ai) != 0 || !ai)
+    *resolved = getaddrinfo(host, ps, &hints, &ai) == 0 && ai;
+    if (!*resolved)
         return -1;
     int fd = -1;
     while (dh__left_ms(deadline) > 1) {
@@ -493,9 +496,16 @@ static int dh__open_peer(const char *host, int port, uint64_t deadline)
         if (fd >= 0)
             close(fd);
         fd = -1;
-        usleep(20000); /* rank 0 may not listen yet */
+        usleep(20000);
     }
     freeaddrinfo(ai);
+    return fd;
+}
+
+static int dh__open_peer(const char *host, int port, uint64_t deadline)
+{
+    int resolved;
+    int fd = dh__connect(host, port, deadline, &resolved);
     if (fd < 0)
         return -1;
     int one = 1;
@@ -819,24 +829,12 @@ static int dh__x_rank0(int port, const char *buf, size_t len, dh_agree_answer_fn
 static int dh__x_peer(const char *host, int port, const char *buf, size_t len, char **reply,
                       size_t *rlen, char *why, size_t whylen, uint64_t deadline)
 {
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    if (getaddrinfo(host, ps, &hints, &ai) != 0 || !ai) {
+    int resolved;
+    int fd = dh__connect(host, port, deadline, &resolved);
+    if (!resolved) {
         snprintf(why, whylen, "cannot resolve %s", host);
         return -1;
     }
-    int fd = -1;
-    while (dh__left_ms(deadline) > 1) {
-        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
-            break;
-        if (fd >= 0)
-            close(fd);
-        fd = -1;
-        usleep(20000); /* rank 0 may not listen yet */
-    }
-    freeaddrinfo(ai);
     uint64_t head = 0;
     if (fd < 0 || dh__xsend(fd, (uint64_t)dh__ag.rank, buf, len) < 0) {
         snprintf(why, whylen, "cannot reach rank 0 on %s:%d", host, port);

@@ -33,10 +33,6 @@ dh_status_t dh__cli_print_table(const dh_table_t *t, dh_fmt_t fmt);
 /* Writes the ranks as "0-3,8" ("all" for none) into buf. */
 void dh__cli_ranks(const int *ranks, int n, char *buf, size_t len);
 
-/* Parses a byte count: a number with an optional K, M, G or T suffix (powers of 1024,
- * optionally followed by B or iB), or "none" (returned as -1). 0 on success. */
-int dh__cli_parse_bytes(const char *s, double *out);
-
 /* Parses a whole decimal integer within [lo, hi]. 0 on success. */
 int dh__cli_parse_int(const char *s, long lo, long hi, long *out);
 

@@ -113,35 +113,6 @@ dh_status_t dh__cli_print_table(const dh_table_t *t, dh_fmt_t fmt)
     return st;
 }
 
-int dh__cli_parse_bytes(const char *s, double *out)
-{
-    if (strcasecmp(s, "none") == 0) {
-        *out = -1;
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno != 0 || !isfinite(v) || v < 0)
-        return -1;
-    double scale = 1;
-    switch (*end) {
-    case 'k': case 'K': scale = 1024.0; end++; break;
-    case 'm': case 'M': scale = 1048576.0; end++; break;
-    case 'g': case 'G': scale = 1073741824.0; end++; break;
-    case 't': case 'T': scale = 1099511627776.0; end++; break;
-    default: break;
-    }
-    if (scale > 1 && (*end == 'i' || *end == 'I'))
-        end++;
-    if (*end == 'b' || *end == 'B')
-        end++;
-    if (*end != '\0')
-        return -1;
-    *out = floor(v * scale);
-    return 0;
-}
-
 int dh__cli_parse_int(const char *s, long lo, long hi, long *out)
 {
     char *end;
