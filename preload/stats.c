@@ -14,6 +14,7 @@
 #include "registry.h"
 #include "auto.h"
 #include "mempool.h"
+#include "pairing.h"
 #include "scheduler.h"
 
 static const dh_col_t dh__stats_cols[] = {
@@ -202,12 +203,104 @@ static dh_status_t dh__nccl_render(dh_fmt_t fmt, dh_strbuf_t *out)
     return st;
 }
 
-/* Adds the communicators to a rendered report: in JSON as the member "nccl" of the one
- * object (its own table object), in text as a second table after the first. */
-static dh_status_t dh__nccl_append(dh_fmt_t fmt, dh_strbuf_t *out)
+/* ---- pairing: what held it back (scheduler/pairing.h), plan mode ---- */
+
+static const dh_col_t dh__pairing_cols[] = {
+    {"kind", "KIND", DH_CELL_STR},
+    {"cause", "CAUSE", DH_CELL_STR},
+    {"count", "COUNT", DH_CELL_NUM},
+    {"detail", "DETAIL", DH_CELL_STR},
+};
+
+static dh_status_t dh__pairing_rows(dh_table_t *t, const dh_pairing_stats_t *p)
+{
+    char n[24];
+    for (int r = 0; r < DH_UNPAIRED_COUNT; r++) {
+        if (!p->unpaired[r])
+            continue;
+        snprintf(n, sizeof n, "%" PRIu64, p->unpaired[r]);
+        /* A desync names its first occurrence: the op and where the program called it. */
+        const char *detail = r == DH_UNPAIRED_DESYNC && p->desync[0] ? p->desync
+                                                                     : dh_unpaired_text(r);
+        const char *cells[] = {"unpaired_iterations", dh_unpaired_key(r), n, detail};
+        DH_CHECK(dh_table_row(t, cells));
+    }
+    /* Drains in the middle of followed iterations, most frequent first. */
+    int done[DH_DRAIN_COUNT] = {0};
+    for (;;) {
+        int best = -1;
+        for (int r = 0; r < DH_DRAIN_COUNT; r++)
+            if (!done[r] && p->drains[r] && (best < 0 || p->drains[r] > p->drains[best]))
+                best = r;
+        if (best < 0)
+            return DH_OK;
+        done[best] = 1;
+        char site[200];
+        snprintf(n, sizeof n, "%" PRIu64, p->drains[best]);
+        snprintf(site, sizeof site, "first from %s", p->drain_site[best]);
+        const char *cells[] = {"drains_mid_iteration", dh__drain_names[best], n, site};
+        DH_CHECK(dh_table_row(t, cells));
+    }
+}
+
+/* The pairing table in fmt into out; nothing unless a plan was attached. Its metadata:
+ * planned_groups (the template's two-strand groups x the iterations followed),
+ * formed_groups (groups issued with both strands), formed_share, iterations followed run
+ * paired and unpaired, the agreement's cost. Its rows: unpaired iterations by reason, drains
+ * in the middle of followed iterations by cause with the first one's call site. */
+static dh_status_t dh__pairing_render(dh_fmt_t fmt, dh_strbuf_t *out)
+{
+    if (dh_sched_mode() != DH_MODE_PLAN)
+        return DH_OK;
+    dh_pairing_stats_t p;
+    dh_pairing_stats(&p);
+    if (!p.attached)
+        return DH_OK;
+    dh_sched_stats_t st;
+    dh_sched_stats(&st);
+    uint64_t unpaired = 0;
+    for (int r = 0; r < DH_UNPAIRED_COUNT; r++)
+        unpaired += p.unpaired[r];
+    uint64_t planned = p.planned_per_iter * (p.iterations_paired + unpaired);
+    double share = planned ? (double)st.paired_groups / (double)planned : 0;
+    dh_table_t *t;
+    DH_CHECK(dh_table_new(&t, "dhelix_pairing", dh__pairing_cols,
+                          (int)(sizeof(dh__pairing_cols) / sizeof(dh__pairing_cols[0]))));
+    dh_status_t rc = DH_OK;
+    char v[32];
+#define DH__PMETA(k, fmtstr, val)                                                       \
+    do {                                                                                \
+        snprintf(v, sizeof v, fmtstr, val);                                             \
+        DH_CHECK_GOTO(dh_table_meta(t, k, DH_CELL_NUM, v), rc, out);                    \
+    } while (0)
+    DH__PMETA("planned_groups", "%" PRIu64, planned);
+    DH__PMETA("formed_groups", "%" PRIu64, st.paired_groups);
+    DH__PMETA("formed_share", "%.3f", share > 1 ? 1.0 : share);
+    DH__PMETA("iterations_paired", "%" PRIu64, p.iterations_paired);
+    DH__PMETA("iterations_unpaired", "%" PRIu64, unpaired);
+    DH__PMETA("agree_rounds", "%" PRIu64, st.agree_rounds);
+    DH__PMETA("agree_no", "%" PRIu64, st.agree_no);
+    DH__PMETA("agree_mean_us", "%" PRIu64,
+              st.agree_waits ? st.agree_total_ns / st.agree_waits / 1000 : 0);
+    DH__PMETA("agree_max_us", "%" PRIu64, st.agree_max_ns / 1000);
+    DH__PMETA("agree_wait_us", "%" PRIu64, st.agree_total_ns / 1000);
+    DH__PMETA("agree_wall_share", "%.4f",
+              p.followed_s > 0 ? (double)st.agree_total_ns / 1e9 / p.followed_s : 0.0);
+#undef DH__PMETA
+    DH_CHECK_GOTO(dh__pairing_rows(t, &p), rc, out);
+    rc = dh_table_render(t, fmt, out);
+out:
+    dh_table_free(t);
+    return rc;
+}
+
+/* Adds a second table (render) to a rendered report: in JSON as the member key of the one
+ * object (its own table object), in text after the first, a blank line between. */
+static dh_status_t dh__append(dh_fmt_t fmt, dh_strbuf_t *out, const char *key,
+                              dh_status_t (*render)(dh_fmt_t, dh_strbuf_t *))
 {
     dh_strbuf_t nccl = DH_STRBUF_INIT;
-    dh_status_t st = dh__nccl_render(fmt, &nccl);
+    dh_status_t st = render(fmt, &nccl);
     if (st != DH_OK || nccl.len == 0) {
         dh_strbuf_free(&nccl);
         return st;
@@ -225,7 +318,7 @@ static dh_status_t dh__nccl_append(dh_fmt_t fmt, dh_strbuf_t *out)
         out->data[out->len] = '\0';
         while (nccl.len > 0 && nccl.data[nccl.len - 1] == '\n')
             nccl.data[--nccl.len] = '\0';
-        dh_strbuf_puts(out, ",\"nccl\":");
+        dh_strbuf_printf(out, ",\"%s\":", key);
         dh_strbuf_append(out, nccl.data, nccl.len);
         dh_strbuf_puts(out, "}\n");
     } else {
@@ -245,7 +338,8 @@ dh_status_t dh_stats_render(const dh_config_t *cfg, dh_fmt_t fmt, dh_strbuf_t *o
     DH_CHECK_GOTO(dh__stats_meta(t, cfg), st, out);
     DH_CHECK_GOTO(dh__stats_rows(t), st, out);
     DH_CHECK_GOTO(dh_table_render(t, fmt, out), st, out);
-    st = dh__nccl_append(fmt, out);
+    DH_CHECK_GOTO(dh__append(fmt, out, "pairing", dh__pairing_render), st, out);
+    st = dh__append(fmt, out, "nccl", dh__nccl_render);
 out:
     dh_table_free(t);
     return st;

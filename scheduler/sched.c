@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "deps.h"
 #include "mempool.h"
+#include "pairing.h"
 #include "memtab.h"
 #include "profile_rec.h"
 #include "real.h"
@@ -710,13 +711,15 @@ int dh_sched_submit(dh_op_t *op)
     }
     if (dh__s.mode == DH_MODE_PLAN && dh__mem_over(op, mem)) {
         dh__s.stats.mem_bound_vetoes++;
-        dh_tracker_drain();
+        dh_tracker_drain(DH_UNPAIRED_MEM_BOUND);
         flush = 1;
     }
     if (dh__s.unc_ops > lim_ops || dh__s.unc_bytes > lim_bytes) {
         dh__s.stats.drains[DH_DRAIN_LAG]++;
+        if (dh__s.mode == DH_MODE_PLAN && dh_tracker_mid_iteration())
+            dh_pairing_drain(DH_DRAIN_LAG);
         if (dh__s.mode == DH_MODE_PLAN)
-            dh_tracker_drain();
+            dh_tracker_drain(DH_UNPAIRED_LAG);
         flush = 1;
     }
     if (dh__s.mode == DH_MODE_PLAN && dh_tracker_seq_due())
@@ -805,6 +808,8 @@ void dh_sched_drain(dh_drain_reason_t why)
 {
     pthread_mutex_lock(&dh__s.lock);
     dh__s.stats.drains[why]++;
+    if (dh__s.mode == DH_MODE_PLAN && dh_tracker_mid_iteration())
+        dh_pairing_drain(why);
     uint64_t key = 0;
     if (dh__s.mode == DH_MODE_PLAN && dh_tracker_drain_due(&key)) {
         /* Mid-pair: the ranks agree on draining here before this thread waits for the
@@ -1072,6 +1077,8 @@ void dh_sched_fini(void)
     pthread_mutex_unlock(&dh__s.lock);
     if (dh__s.mode == DH_MODE_PROFILE && !dh_auto_on())
         dh_prof_finish();
-    if (dh__s.mode == DH_MODE_PLAN)
+    if (dh__s.mode == DH_MODE_PLAN) {
         dh_tracker_finish();
+        dh_pairing_finish();
+    }
 }

@@ -10,18 +10,15 @@
 #define _GNU_SOURCE
 #include "tracker.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 
 #include "common/config.h"
 #include "common/log.h"
 #include "agree.h"
 #include "deps.h"
+#include "pairing.h"
 #include "plan.h"
 #include "registry.h"
 #include "sched_int.h"
@@ -68,6 +65,7 @@ static struct {
     int vpi;                          /* the next vote point of this iteration */
     int sub;                          /* rounds of that pair so far (drains agreed on) */
     int settled;                      /* the rest of this iteration runs in program order */
+    dh_unpaired_t why;                /* ... because of this (pairing.h) */
     uint64_t no_due;                  /* 1 + the key of a "no" to cast, 0 none */
     int seq_due;                      /* what is held must go out in program order */
 } dh__t;
@@ -150,6 +148,10 @@ int dh_tracker_attach(dh_plan_t *p, const char *path)
         }
         dh__t.state = DH__T_SEARCH;
         dh__t.first_op = 1;
+        int two = 0;
+        for (int g = 0; g < s->ngroups; g++)
+            two += s->groups[g].a_n > 0 && s->groups[g].b_n > 0;
+        dh_pairing_planned((uint64_t)two);
         /* Attached while the program runs (auto mode): group numbers go on from the ones
          * the scheduler has used, which are all released. */
         if (dh__t.next_group < dh__s.release)
@@ -281,11 +283,12 @@ static uint64_t dh__key(uint64_t iter, int k)
 
 /* Lock held: the rest of this iteration runs in program order; with cast, this rank says no
  * from its current round on (sched.c casts it once the lock is released). */
-static void dh__settle(int cast)
+static void dh__settle(int cast, dh_unpaired_t why)
 {
     if (!dh__t.agree || dh__t.settled)
         return;
     dh__t.settled = 1;
+    dh__t.why = why;
     dh__t.seq_due = 1;
     if (cast && dh__t.vpi < dh__t.nvp)
         dh__t.no_due = 1 + dh__key(dh__t.iter_no, dh__t.vpi);
@@ -443,7 +446,7 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
         /* The probe runs in program order: its peers learn so at once. Nothing of the
          * iteration is held yet. */
         if (dh__t.probing) {
-            dh__settle(1);
+            dh__settle(1, DH_UNPAIRED_PROBE);
             dh__t.seq_due = 0;
         }
         dh_deps_taint_reset(&dh__t.probe_iter, dh_sched_stamp());
@@ -463,6 +466,7 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
         if (dh__t.cur.c == 0) {
             dh__t.st.iterations++;
             dh__t.iters_tracked++;
+            dh_pairing_iteration(0, dh__t.probing ? DH_UNPAIRED_PROBE : dh__t.why);
             if (dh__t.probing)
                 dh__probe_done();
         }
@@ -491,6 +495,7 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
     if (dh__t.cur.c == 0) {
         dh__t.st.iterations++;
         dh__t.iters_tracked++;
+        dh_pairing_iteration(1, DH_UNPAIRED_PROBE);
     }
     return out;
 }
@@ -532,9 +537,14 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
              * not); the next match counts it again, so that the keys stay alike. */
             dh__t.iter_no--;
         } else if (dh__t.cur.c > 0) {
-            dh__settle(1);
+            dh__settle(1, DH_UNPAIRED_DESYNC);
         }
         if (dh__t.cur.c > 0 && dh__t.iters_tracked > 0) {
+            /* An iteration abandoned (a false start is none): it ran as planned up to here
+             * at most. */
+            dh_pairing_iteration(0, dh__t.probing   ? DH_UNPAIRED_PROBE
+                                    : dh__t.settled ? dh__t.why
+                                                    : DH_UNPAIRED_DESYNC);
             if (!dh__t.warned_episode) {
                 dh__note_desync(d, op);
                 dh__t.warned_episode = 1;
@@ -594,7 +604,7 @@ void dh_tracker_vote_set(int yes)
         return;
     }
     dh__t.st.vetoed++;
-    dh__settle(0);
+    dh__settle(0, DH_UNPAIRED_VETOED);
 }
 
 /* Lock held: ops of the current pair's held groups have been taken (work not agreed yet). */
@@ -605,11 +615,17 @@ static int dh__mid_pair(void)
            dh__t.cur.c > dh__t.vp[dh__t.vpi].c0;
 }
 
-void dh_tracker_drain(void)
+void dh_tracker_drain(dh_unpaired_t why)
 {
     /* Held work of a pair not agreed yet would go out in an order only this rank follows. */
     if (dh__mid_pair())
-        dh__settle(1);
+        dh__settle(1, why);
+}
+
+int dh_tracker_mid_iteration(void)
+{
+    return dh__t.w && dh__t.state == DH__T_TRACK && dh__t.cur.c > 0 && !dh__t.probing &&
+           !dh__t.settled;
 }
 
 int dh_tracker_drain_due(uint64_t *key)
@@ -627,7 +643,7 @@ void dh_tracker_drain_set(int d)
         return;
     }
     dh__t.st.vetoed++;
-    dh__settle(0);
+    dh__settle(0, DH_UNPAIRED_DRAIN);
 }
 
 uint64_t dh_tracker_no_due(void)
@@ -726,46 +742,6 @@ const char *dh_tracker_order(int lgroup)
 
 void dh_tracker_stats(dh_tracker_stats_t *out) { *out = dh__t.st; }
 
-/* The first frame outside the shim and the CUDA/NCCL libraries (or the vgpu standing in
- * for them): where the program made the call. */
-static void dh__call_site(char *buf, size_t len)
-{
-    snprintf(buf, len, "unknown");
-    Dl_info self;
-    if (!dladdr((void *)dh__call_site, &self))
-        return;
-    unw_context_t ctx;
-    unw_cursor_t cur;
-    if (unw_getcontext(&ctx) || unw_init_local(&cur, &ctx))
-        return;
-    for (int depth = 0; depth < 64 && unw_step(&cur) > 0; depth++) {
-        unw_word_t ip = 0;
-        unw_get_reg(&cur, UNW_REG_IP, &ip);
-        Dl_info di;
-        if (!ip || !dladdr((void *)ip, &di) || !di.dli_fname)
-            continue;
-        if (di.dli_fbase == self.dli_fbase)
-            continue;
-        const char *base = strrchr(di.dli_fname, '/');
-        base = base ? base + 1 : di.dli_fname;
-        static const char *const libs[] = {"libcudart", "libcuda.", "libcublas", "libnccl",
-                                           "libvgpu"};
-        int lib = 0;
-        for (size_t i = 0; i < sizeof libs / sizeof libs[0]; i++)
-            lib |= strncmp(base, libs[i], strlen(libs[i])) == 0;
-        if (lib)
-            continue;
-        char sym[128] = "";
-        unw_word_t off = 0;
-        if (unw_get_proc_name(&cur, sym, sizeof sym, &off) == 0)
-            snprintf(buf, len, "%s+0x%lx (%s)", sym, (unsigned long)off, base);
-        else
-            snprintf(buf, len, "%s+0x%lx", base,
-                     (unsigned long)(ip - (unw_word_t)(uintptr_t)di.dli_fbase));
-        return;
-    }
-}
-
 void dh_tracker_report(void)
 {
     if (!dh__t_report[0])
@@ -777,6 +753,9 @@ void dh_tracker_report(void)
         dh__call_site(site, sizeof site);
         DH_WARN(PLAN, "%s, called from %s; draining and passing through until the next "
                 "iteration", dh__t_report, site);
+        pthread_mutex_lock(&dh__s.lock);
+        dh_pairing_desync(dh__t_report, site);
+        pthread_mutex_unlock(&dh__s.lock);
     }
     dh__t_report[0] = '\0';
 }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "op.h"
+#include "pairing.h"
 
 /* Loads the plan at path for this process (its rank's section), checking its world size
  * and layout against the job's. 0 on success; otherwise one error line is logged (naming
@@ -80,13 +81,13 @@ int dh_tracker_pairing(void);
  * this rank would issue out of program order (its key in *key): the caller votes yes on it
  * before assigning the op. dh_tracker_vote_set: the round's decision (a no sends the rest
  * of the iteration to program order). dh_tracker_drain: bounded lag is about to issue what
- * is held: mid-pair, the rest of the iteration runs in program order and this rank says
- * no. dh_tracker_no_due: 1 + the key of a "no" this rank must cast (0 none), once;
+ * is held: mid-pair, the rest of the iteration runs in program order (unpaired for why) and
+ * this rank says no. dh_tracker_no_due: 1 + the key of a "no" this rank must cast (0 none), once;
  * the caller casts it before anything waits. dh_tracker_seq_due: 1 once when what is held
  * (not released yet) must go out in program order (sched.c, dh__flush_seq). */
 int dh_tracker_vote_due(const dh_op_desc_t *d, uint64_t *key);
 void dh_tracker_vote_set(int yes);
-void dh_tracker_drain(void);
+void dh_tracker_drain(dh_unpaired_t why);
 uint64_t dh_tracker_no_due(void);
 int dh_tracker_seq_due(void);
 /* A drain the program asked for (sched.c) in the middle of a pair not agreed yet: the ranks
@@ -95,6 +96,10 @@ int dh_tracker_seq_due(void);
  * drains here (the pair goes on), else the rest of the iteration runs in program order. */
 int dh_tracker_drain_due(uint64_t *key);
 void dh_tracker_drain_set(int d);
+
+/* Lock held: 1 while an iteration of the template is followed as planned and under way
+ * (past its first op, not the probe, not sent to program order). */
+int dh_tracker_mid_iteration(void);
 
 /* Lock held: the strand the next op of the program is expected on (0 when unknown). */
 int dh_tracker_predict_strand(void);

@@ -210,6 +210,63 @@ make_plan() {
 
 stats_files() { ls "$work/$1".stats.*.json 2>/dev/null; }
 
+# pairing_check PLAN SITE FILES...: every rank's "pairing" object (DHELIX_STATS=json) counts
+# the template's two-strand groups (from PLAN) for every iteration followed, formed groups
+# as paired_groups and their share; one probe iteration; the divergent iteration unpaired
+# for a desync (or a peer's "no"), the desync naming its call site (SITE in it, when given);
+# of a rank whose plan section pairs nothing, only the counts.
+# Prints one line per rank; exit status 1 on a mismatch (the reasons printed).
+pairing_check() {
+  python3 - "$@" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+site = sys.argv[2]
+bad, said = [], []
+for f in sys.argv[3:]:
+    d = json.load(open(f))
+    m = d["meta"]
+    if not str(m.get("rank", "-")).isdigit():
+        continue
+    r = int(m["rank"])
+    p = d.get("pairing")
+    if not p:
+        bad.append("rank %d: no pairing object" % r)
+        continue
+    pm = p["meta"]
+    rows = {(x["kind"], x["cause"]): x for x in p["rows"]}
+    un = {c: x["count"] for (k, c), x in rows.items() if k == "unpaired_iterations"}
+    sec = ([s for s in plan["sections"] if r in s.get("ranks", [])] or plan["sections"][:1])[0]
+    g = sum(b.get("repeat", 1) * sum(1 for x in b["groups"] if x["a"][1] > 0 and x["b"][1] > 0)
+            for b in sec.get("blocks", [sec]))
+    iters = pm["iterations_paired"] + pm["iterations_unpaired"]
+    share = round(min(1.0, pm["formed_groups"] / pm["planned_groups"]), 3) if pm["planned_groups"] else 0
+    checks = [
+        (sum(un.values()) == pm["iterations_unpaired"], "unpaired rows sum to iterations_unpaired"),
+        (pm["planned_groups"] == g * iters, "planned_groups %s == %d x %d iterations" % (pm["planned_groups"], g, iters)),
+        (pm["formed_groups"] == m["paired_groups"], "formed_groups %s == paired_groups %s" % (pm["formed_groups"], m["paired_groups"])),
+        (abs(pm["formed_share"] - share) < 1e-9, "formed_share %s == %s" % (pm["formed_share"], share)),
+    ]
+    # A rank whose section pairs nothing has nothing to hold back.
+    checks += [] if g == 0 else [
+        (un.get("probe") == 1, "one probe iteration (got %s)" % un.get("probe")),
+        (un.get("desync", 0) + un.get("vetoed", 0) >= 1, "the divergent iteration unpaired for a desync or a veto (got %s)" % un),
+        (pm["iterations_paired"] >= 1, "an iteration paired after it"),
+        (pm["agree_rounds"] == m["agree_rounds"], "agree_rounds as in meta"),
+    ]
+    if ("unpaired_iterations", "desync") in rows:
+        det = rows[("unpaired_iterations", "desync")]["detail"]
+        checks.append(("called from" in det and "unknown" not in det and site in det,
+                       "the desync names its call site%s: %s" % (" (%s)" % site if site else "", det)))
+    for ok, what in checks:
+        if not ok:
+            bad.append("rank %d: %s" % (r, what))
+    said.append("rank %d: %s/%s groups (%.0f%%), unpaired %s" % (
+        r, pm["formed_groups"], pm["planned_groups"], 100 * pm["formed_share"], un))
+print("; ".join(bad) if bad else "; ".join(said))
+sys.exit(1 if bad or not said else 0)
+PY
+}
+
 # plan_stats NAME N: prints the "plan" statistics per rank; fails when a rank has none.
 plan_stats() {
   local name=$1 n=$2 files
@@ -560,6 +617,14 @@ scenario_desync() {
     stat_check si iterations -ge $((at + 1))
     stat_check si paired_groups -gt 0
   fi
+  # The exit summary's "pairing" object says what held pairing back.
+  local site=''
+  [ "$kind" = extra ] && site=wl_inject_point
+  if why=$(pairing_check "$work/plan.json" "$site" $(stats_files si)); then
+    pass "si: the pairing summary: $why"
+  else
+    fail "si: the pairing summary" "$why"
+  fi
 }
 
 # A plan run with a plan that must be refused.
@@ -795,6 +860,33 @@ sys.exit(1 if bad else 0)
 PY
   then pass "si: votes decided every divergence (no timeout) and pairing resumed"
   else fail "si: see the per-rank agreement above"
+  fi
+  # The pairing summary: every rank ran the divergent iterations unpaired; in tpdp, rank 3's
+  # synchronisation (sync@3:3) is a drain mid-pair whose first call site is the injection.
+  # shellcheck disable=SC2086
+  if why=$(pairing_check "$work/plan.json" '' $files); then
+    pass "si: the pairing summary: $why"
+  else
+    fail "si: the pairing summary" "$why"
+  fi
+  # shellcheck disable=SC2086
+  [ "$cfg" = tpdp ] && if why=$(python3 - $files <<'PY'
+import json, sys
+for f in sys.argv[1:]:
+    d = json.load(open(f))
+    if str(d["meta"].get("rank")) != "3":
+        continue
+    rows = {(x["kind"], x["cause"]): x for x in d["pairing"]["rows"]}
+    drain = rows.get(("unpaired_iterations", "drain"), {}).get("count", 0)
+    sync = rows.get(("drains_mid_iteration", "STREAM_SYNC"), {}).get("detail", "")
+    print("rank 3: %d iteration(s) unpaired for a drain mid-pair; STREAM_SYNC %s" % (drain, sync))
+    sys.exit(0 if drain >= 1 and "wl_inject_point" in sync else 1)
+sys.exit(1)
+PY
+  ); then
+    pass "si: $why"
+  else
+    fail "si: rank 3's drain mid-pair is not in its pairing summary" "$why"
   fi
 }
 
