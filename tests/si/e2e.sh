@@ -1014,6 +1014,11 @@ case $scenario in
   auto_moe_ep) set -- auto 2 0 --model moe-tiny --dp 2 --ep 2 --gbs 8 --mbs 1 --iters 8 ;;
   auto_tpdp) set -- auto 4 0 --model gpt-tiny --tp 2 --dp 2 --dist-opt --overlap-grad-reduce --gbs 8 --mbs 1 --iters 8 ;;
   auto_cache) set -- auto 2 1 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 ;;
+  # Where the plan pairs nothing (pipeline stages, the data-parallel reduction): auto mode
+  # does not use it, says why, and stays exact.
+  auto_pp_1f1b) set -- auto 2 0 --model gpt-tiny --pp 2 --gbs 4 --mbs 1 --iters 8 ;;
+  auto_pp_tp) set -- auto 4 0 --model gpt-tiny --tp 2 --pp 2 --gbs 4 --mbs 1 --iters 8 ;;
+  auto_dp_ogr) set -- auto 2 0 --model gpt-tiny --dp 2 --overlap-grad-reduce --gbs 8 --mbs 1 --iters 8 ;;
   *)
     sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     echo "e2e: unknown scenario '${scenario}'" >&2
