@@ -154,18 +154,28 @@ dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
      * (2026-11-26): a 2-op "iteration" from a per-parameter checksum after 8 training steps.
      * So when the repetition found covers under half of the profile's ops, the search goes
      * on with more trailing segments dropped and keeps the repetition that covers the most
-     * ops (the first found among equals: the fewest dropped). */
+     * ops (the first found among equals: the fewest dropped). A repetition found this way
+     * must cover at least half of the profile: a program whose iterations differ (MoE whose
+     * experts get no token in some micro-batch) repeats only here and there, and a plan made
+     * from such a stretch made the ranks' collectives diverge (si e2e moe_ep_dyn hung: the
+     * agreement does not yet cover a rank whose section pairs nothing in a round and whose
+     * program then differs from its template); such a profile stays "not planned". */
     size_t covered = found ? (size_t)out->reps * out->n : 0;
-    for (size_t drop = 3; st == DH_OK && 2 * covered < p->nops && drop + 2 <= nseg &&
+    dh_iteration_t best = {0};
+    size_t best_cov = covered;
+    for (size_t drop = 3; st == DH_OK && 2 * best_cov < p->nops && drop + 2 <= nseg &&
                           drop <= DH__MAX_TAIL_SEGMENTS;
          drop++) {
         dh_iteration_t cand;
         if (dh__try_period(p, start, hash, nseg - drop, 0, r, z, &cand) &&
-            (size_t)cand.reps * cand.n > covered) {
-            *out = cand;
-            covered = (size_t)cand.reps * cand.n;
-            found = 1;
+            (size_t)cand.reps * cand.n > best_cov) {
+            best = cand;
+            best_cov = (size_t)cand.reps * cand.n;
         }
+    }
+    if (best_cov > covered && 2 * best_cov >= p->nops) {
+        *out = best;
+        found = 1;
     }
     free(start);
     free(hash);
