@@ -5,6 +5,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include <uthash.h>
+
 #include "breaks.h"
 #include "common/log.h"
 #include "real.h"
@@ -20,11 +22,22 @@ typedef struct dh__blk {
     uint64_t group;
     dh_op_t *op;                  /* the free op; alive while PARKED (its replay releases) */
     dh__blk_state_t state;
-    struct dh__blk *prev, *next;  /* the parked list, newest first, while PARKED */
+    struct dh__blk *prev, *next;  /* its size's parked list, newest first, while PARKED */
+    struct dh__bucket *bucket;
 } dh__blk_t;
 
+/* The parked blocks of one size: an allocation only ever takes a block of its own size, so
+ * it looks at these alone (the framework's temporaries come in a few sizes, and hundreds of
+ * frees can be parked at once: a scan of all of them was on every cudaMallocAsync). */
+typedef struct dh__bucket {
+    size_t size;
+    dh__blk_t *head;              /* newest first */
+    UT_hash_handle hh;
+} dh__bucket_t;
+
 static pthread_mutex_t dh__mp_lock = PTHREAD_MUTEX_INITIALIZER;
-static dh__blk_t *dh__mp_head;       /* guarded by dh__mp_lock: PARKED blocks, newest first */
+static dh__bucket_t *dh__mp_sizes;   /* guarded by dh__mp_lock: buckets by size (kept when
+                                        empty: a size comes back) */
 static uint64_t dh__mp_parked;       /* guarded by dh__mp_lock: their bytes */
 static dh_mpool_stats_t dh__mp_st;   /* guarded by dh__mp_lock */
 
@@ -47,7 +60,7 @@ static void dh__unlink(dh__blk_t *b)
     if (b->prev)
         b->prev->next = b->next;
     else
-        dh__mp_head = b->next;
+        b->bucket->head = b->next;
     if (b->next)
         b->next->prev = b->prev;
     b->prev = b->next = NULL;
@@ -63,12 +76,24 @@ void dh_mpool_park(dh_op_t *op, void *ptr, size_t size)
     if (!b)
         return;
     *b = (dh__blk_t){ptr, size, op->device, op->stream, op->strand, op->group, op,
-                     DH__BLK_PARKED, NULL, NULL};
+                     DH__BLK_PARKED, NULL, NULL, NULL};
     pthread_mutex_lock(&dh__mp_lock);
-    b->next = dh__mp_head;
-    if (dh__mp_head)
-        dh__mp_head->prev = b;
-    dh__mp_head = b;
+    dh__bucket_t *k;
+    HASH_FIND(hh, dh__mp_sizes, &size, sizeof size, k);
+    if (!k) {
+        if (!(k = calloc(1, sizeof *k))) {
+            pthread_mutex_unlock(&dh__mp_lock);
+            free(b);
+            return;
+        }
+        k->size = size;
+        HASH_ADD(hh, dh__mp_sizes, size, sizeof k->size, k);
+    }
+    b->bucket = k;
+    b->next = k->head;
+    if (k->head)
+        k->head->prev = b;
+    k->head = b;
     dh__mp_parked += size;
     if (dh__mp_parked > dh__mp_st.parked_bytes_peak)
         dh__mp_st.parked_bytes_peak = dh__mp_parked;
@@ -87,9 +112,9 @@ void *dh_mpool_take(size_t size, const dh_mpool_where_t *w, uint64_t *freed_byte
      * barrier). */
     dh__blk_t *same = NULL, *cross = NULL;
     int other = 0;
-    for (dh__blk_t *b = dh__mp_head; b; b = b->next) {
-        if (b->size != size)
-            continue;
+    dh__bucket_t *k;
+    HASH_FIND(hh, dh__mp_sizes, &size, sizeof size, k);
+    for (dh__blk_t *b = k ? k->head : NULL; b; b = b->next) {
         int r = dh_mpool_rule(b->strand, b->group, b->stream, b->device, w);
         if (r == 1) {
             same = b;
