@@ -72,6 +72,21 @@ static cudaError_t launch(dim3 grid, dim3 block, cudaStream_t s, float *x, int n
     return cudaLaunchKernel((const void *)inc_kernel, grid, block, args, 0, s);
 }
 
+/* nvcc 13's launch path (crt/host_runtime.h), declared by the headers for nvcc only. */
+cudaError_t __cudaGetKernel(cudaKernel_t *kernel, const void *func);
+cudaError_t __cudaLaunchKernel(cudaKernel_t kernel, dim3 gridDim, dim3 blockDim, void **args,
+                               size_t sharedMem, cudaStream_t stream);
+
+static cudaError_t launch_handle(dim3 grid, dim3 block, cudaStream_t s, float *x, int n)
+{
+    cudaKernel_t k = NULL;
+    cudaError_t e = __cudaGetKernel(&k, (const void *)inc_kernel);
+    if (e != cudaSuccess)
+        return e;
+    void *args[] = {&x, &n};
+    return __cudaLaunchKernel(k, grid, block, args, 0, s);
+}
+
 /* What follows every case: the stream synchronised, the thread's last error, then a valid
  * GEMM C = A B on fresh inputs and its checksum (through a blocking copy). */
 static void report(const char *name, int call)
@@ -193,6 +208,9 @@ int main(int argc, char **argv)
     report("launch block 2048", (int)launch((dim3){1, 1, 1}, (dim3){2048, 1, 1}, S, dC, N));
     report("launch block z 65", (int)launch((dim3){1, 1, 1}, (dim3){1, 1, 65}, S, dC, N));
     report("launch valid", (int)launch((dim3){1, 1, 1}, (dim3){32, 1, 1}, S, dC, N));
+    report("handle launch block 2048",
+           (int)launch_handle((dim3){1, 1, 1}, (dim3){2048, 1, 1}, S, dC, N));
+    report("handle launch valid", (int)launch_handle((dim3){1, 1, 1}, (dim3){32, 1, 1}, S, dC, N));
 
     /* A stream that was destroyed. */
     cudaStream_t gone = NULL;
