@@ -53,10 +53,11 @@ static struct {
     int full_warned, stopped, failed;
     /* the current segment: hash over (sig, thread) so far, ops, first op's sig, its
      * thread (DH__MIXED once a second thread issued in it) */
-    uint64_t seg_h, seg_sig;
+    uint64_t seg_h, seg_sig, seg_ch; /* seg_ch: the coarse hash (collectives, thread turns) */
     size_t seg_n;
+    uint32_t last_thread;           /* the previous op's */
     uint32_t seg_thread;
-    uint64_t *seg_hash, *seg_first; /* [closed segment] */
+    uint64_t *seg_hash, *seg_first, *seg_coarse; /* [closed segment] */
     uint32_t *seg_threads;          /* [closed segment]: seg_thread */
     size_t nsegs;
     size_t period, period_next;     /* once stopped: segments per iteration, and the next
@@ -99,6 +100,57 @@ static int dh__two_threads(size_t a, size_t b)
     return 0;
 }
 
+/* The exact content of segments [w, w + p). */
+static uint64_t dh__window(size_t w, size_t p)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t k = w; k < w + p; k++)
+        h = dh__fnv(h, dh__pr.seg_hash[k]);
+    return h;
+}
+
+/* The stop rule for iterations that differ with the data (MoE experts that get no token
+ * skip kernels and GEMMs): the last 3 p segments repeat a period of p segments in their
+ * collectives and thread turns (the coarse hash), and two of the iterations on that grid
+ * (as far back as it repeats) are equal op for op: the planner takes the variant that occurs
+ * most often (phases.c, dh__try_variants), and it has seen one twice. Same conditions on
+ * the period's start as above, and the collectives must repeat from the program's first
+ * iteration on (or its second). */
+static void dh__stop_variants(size_t m)
+{
+    for (size_t p = 1; 3 * p <= m; p++) {
+        if (dh__pr.seg_first[m - p] != dh__pr.seg_first[0] || !dh__two_threads(m - p, m))
+            continue;
+        const uint64_t *c = dh__pr.seg_coarse;
+        size_t lo = m - p; /* c[k] == c[k + p] for every k in [lo - ..., m - p) */
+        while (lo > 0 && c[lo - 1] == c[lo - 1 + p])
+            lo--;
+        /* Back to the program's start but for at most its first iteration: a period
+         * inside the iteration (the micro-batches of its steady state) repeats only until
+         * the optimizer step and would be taken for the iteration. */
+        /* On the grid of the program's first iteration (whole iterations recorded): the
+         * planner takes that rotation (phases.c). */
+        if (lo > p || lo > m - 3 * p || m % p != 0)
+            continue;
+        size_t nw = (m - lo) / p;
+        for (size_t a = 0; a < nw; a++) {
+            uint64_t ha = dh__window(m - (a + 1) * p, p);
+            for (size_t b = a + 1; b < nw; b++) {
+                if (dh__window(m - (b + 1) * p, p) != ha)
+                    continue;
+                dh__pr.stopped = 1;
+                dh__pr.period = p;
+                dh__pr.period_next = m;
+                DH_INFO(SCHED, "profile: the last %zu of %zu segments repeat a period of %zu "
+                        "in their collectives, and two of those iterations are alike op for "
+                        "op; recording stopped after %zu operations", nw * p, m, p,
+                        dh_prof_builder_nops(dh__pr.b));
+                return;
+            }
+        }
+    }
+}
+
 /* Closes the current segment and applies the stop rule: recording ends at a host
  * synchronisation after which the segments recorded last repeat a period of p segments
  * that starts like the program's first iteration (its first op has the signature of the
@@ -124,11 +176,14 @@ static void dh__close_segment(void)
         dh__pr.seg_hash = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_hash);
         dh__pr.seg_first = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_first);
         dh__pr.seg_threads = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_threads);
-        if (!dh__pr.seg_hash || !dh__pr.seg_first || !dh__pr.seg_threads) {
+        dh__pr.seg_coarse = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_coarse);
+        if (!dh__pr.seg_hash || !dh__pr.seg_first || !dh__pr.seg_threads ||
+            !dh__pr.seg_coarse) {
             free(dh__pr.seg_hash);
             free(dh__pr.seg_first);
             free(dh__pr.seg_threads);
-            dh__pr.seg_hash = dh__pr.seg_first = NULL;
+            free(dh__pr.seg_coarse);
+            dh__pr.seg_hash = dh__pr.seg_first = dh__pr.seg_coarse = NULL;
             dh__pr.seg_threads = NULL;
             return;
         }
@@ -137,6 +192,7 @@ static void dh__close_segment(void)
     dh__pr.seg_hash[m] = dh__fnv(dh__pr.seg_h, dh__pr.seg_n);
     dh__pr.seg_first[m] = dh__pr.seg_sig;
     dh__pr.seg_threads[m] = dh__pr.seg_thread;
+    dh__pr.seg_coarse[m] = dh__pr.seg_ch;
     dh__pr.seg_n = 0;
     m++;
     for (size_t p = 1; 2 * p <= m && dh_config()->profile_stop; p++) {
@@ -159,6 +215,8 @@ static void dh__close_segment(void)
             return;
         }
     }
+    if (dh_config()->profile_stop)
+        dh__stop_variants(m);
 }
 
 uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
@@ -209,9 +267,16 @@ uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
         dh__pr.seg_h = 0xcbf29ce484222325ull;
         dh__pr.seg_sig = r.sig;
         dh__pr.seg_thread = r.thread;
+        dh__pr.seg_ch = 0xcbf29ce484222325ull;
     } else if (r.thread != dh__pr.seg_thread) {
         dh__pr.seg_thread = DH__MIXED;
     }
+    /* The coarse hash (scheduler/plan/phases.c dh__coarse does the same) */
+    if (r.cls == DH_CLS_COMM)
+        dh__pr.seg_ch = dh__fnv(dh__fnv(dh__pr.seg_ch, r.sig), r.thread);
+    else if (i == 0 || r.sync_before || r.thread != dh__pr.last_thread)
+        dh__pr.seg_ch = dh__fnv(dh__pr.seg_ch, 0x7468726561640000ull ^ r.thread);
+    dh__pr.last_thread = r.thread;
     dh__pr.seg_h = dh__fnv(dh__fnv(dh__pr.seg_h, r.sig), r.thread);
     dh__pr.seg_n++;
     dh__pr.pending_sync = 0;
@@ -332,7 +397,8 @@ static void dh__release(void)
     free(dh__pr.seg_hash);
     free(dh__pr.seg_first);
     free(dh__pr.seg_threads);
-    dh__pr.seg_hash = dh__pr.seg_first = NULL;
+    free(dh__pr.seg_coarse);
+    dh__pr.seg_hash = dh__pr.seg_first = dh__pr.seg_coarse = NULL;
     dh__pr.seg_threads = NULL;
     dh__pr.nsegs = 0;
 }

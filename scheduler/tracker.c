@@ -531,10 +531,15 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
          * cleanup), and a first iteration may differ from the steady state (lazy set-up):
          * only a mismatch inside an iteration after a matched one is a desync. */
         if (dh__t.agree && dh__t.cur.c > 0 && dh__t.nvp > 0 && dh__t.vpi == 0 &&
-            dh__t.sub == 0 && !dh__t.settled && dh__t.cur.c <= dh__t.vp[0].c0) {
-            /* The iteration just started did not get as far as any pair: it was not one
-             * (the program matched the template's first op elsewhere, as its peers did
-             * not); the next match counts it again, so that the keys stay alike. */
+            dh__t.sub == 0 && !dh__t.settled && dh__t.cur.c <= dh__t.vp[0].c0 &&
+            dh__match(&dh__first, d)) {
+            /* The iteration just started did not get as far as any pair, and the op that
+             * ends it starts the template again: the program matched the template's first
+             * op one step early (a template whose first op also ends the previous
+             * iteration). The next match counts it again, so that the keys stay alike. An
+             * iteration that differs from the template anywhere else (MoE whose op counts
+             * vary with the data) is one, and its peers may wait for this rank's vote on
+             * it: it says no (below), and every rank runs it in program order. */
             dh__t.iter_no--;
         } else if (dh__t.cur.c > 0) {
             dh__settle(1, DH_UNPAIRED_DESYNC);

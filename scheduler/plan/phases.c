@@ -111,9 +111,128 @@ static int dh__try_period(const dh_profile_t *p, const size_t *start, const uint
             size_t b = cand[end_first ? c : 1 - c], first, n;
             int reps = dh__reps_at(p, start, b, per, lo, &first, &n);
             if (reps >= 2 && n > 0) {
-                *it = (dh_iteration_t){first, n, reps, per};
+                *it = (dh_iteration_t){first, n, reps, per, reps};
                 return 1;
             }
+        }
+    }
+    return 0;
+}
+
+/* ---- iterations whose operations vary with the data ---- */
+
+/* Per segment, a hash of what a program issues whatever its data: its collectives (sig and
+ * thread) and the turns between threads. The kernels, copies, GEMMs and frees that a
+ * program issues per token count (an MoE expert that gets no token skips its GEMMs, a
+ * regrouping copy of an empty bucket is not launched: tests/workloads/src/moe.c) are left
+ * out, so that iterations which differ only there look alike. The recorder's stop rule
+ * computes the same hash (profile_rec.c). */
+static void dh__coarse(const dh_profile_t *p, const size_t *start, size_t nseg, uint64_t *out)
+{
+    for (size_t k = 0; k < nseg; k++) {
+        uint64_t h = DH__FNV_OFFSET;
+        for (size_t i = start[k]; i < start[k + 1]; i++) {
+            const dh_prof_op_t *o = &p->ops[i];
+            if (o->cls == DH_CLS_COMM) {
+                h = dh__fnv_u64(h, o->sig);
+                h = dh__fnv_u64(h, o->thread);
+            } else if (i == start[k] || o->thread != p->ops[i - 1].thread) {
+                h = dh__fnv_u64(h, 0x7468726561640000ull ^ o->thread);
+            }
+        }
+        out[k] = h;
+    }
+}
+
+/* Whether ops [x, y) come from two threads or more: an iteration without a backward thread
+ * has nothing to pair (a set-up or checksum loop repeats too). */
+static int dh__two_threads(const dh_profile_t *p, size_t x, size_t y)
+{
+    for (size_t i = x + 1; i < y; i++)
+        if (p->ops[i].thread != p->ops[x].thread)
+            return 1;
+    return 0;
+}
+
+/* The exact content of the iteration window of per segments starting at segment w. */
+static uint64_t dh__window_hash(const uint64_t *hash, size_t w, size_t per)
+{
+    uint64_t h = DH__FNV_OFFSET;
+    for (size_t s = w; s < w + per; s++)
+        h = dh__fnv_u64(h, hash[s]);
+    return h;
+}
+
+/* Among the iteration windows b, b - per, ... inside [lo, ...) (coarse repetitions of one
+ * another), the exact content that occurs most often, at least twice (among equals the
+ * latest); 1 and *it when there is one. */
+static int dh__pick_variant(const dh_profile_t *p, const size_t *start, const uint64_t *hash,
+                            size_t b, size_t per, size_t lo, dh_iteration_t *it)
+{
+    size_t nw = (b - lo) / per + 1, best = 0, best_cnt = 0;
+    uint64_t *wh = malloc(nw * sizeof(*wh));
+    if (wh == NULL)
+        return 0;
+    for (size_t j = 0; j < nw; j++)
+        wh[j] = dh__window_hash(hash, b - j * per, per);
+    for (size_t j = 0; j < nw; j++) {
+        size_t x = start[b - j * per], n = start[b - j * per + per] - x, cnt = 0;
+        for (size_t q = 0; q < nw; q++) {
+            size_t y = start[b - q * per];
+            cnt += wh[q] == wh[j] && start[b - q * per + per] - y == n && dh__same_ops(p, x, y, n);
+        }
+        if (cnt > best_cnt) {
+            best_cnt = cnt;
+            best = j;
+        }
+    }
+    free(wh);
+    if (best_cnt < 2)
+        return 0;
+    size_t w = b - best * per, first = start[w], n = start[w + per] - first;
+    int reps = 1;
+    while (first >= (size_t)reps * n && w >= lo + (size_t)reps * per &&
+           start[w - (size_t)reps * per] == first - (size_t)reps * n &&
+           dh__same_ops(p, first, first - (size_t)reps * n, n))
+        reps++;
+    *it = (dh_iteration_t){first, n, reps, per, (int)best_cnt};
+    return 1;
+}
+
+/* dh__try_period on the coarse hashes: a period of the program's collectives and threads
+ * whose iterations cover at least half of the profile, and of those iterations the one
+ * that repeats most often, op for op, as the template. The runtime follows it in the
+ * iterations that match it and runs the others in program order on every rank (tracker.c:
+ * a rank that does not match says no, and no rank pairs the rest of that iteration). */
+static int dh__try_variants(const dh_profile_t *p, const size_t *start, const uint64_t *hash,
+                            const uint64_t *coarse, size_t m, uint64_t *r, size_t *z,
+                            dh_iteration_t *it)
+{
+    for (size_t k = 0; k < m; k++)
+        r[k] = coarse[m - 1 - k];
+    dh__zfunc(r, m, z);
+    for (size_t per = 1; 2 * per <= m; per++) {
+        if (z[per] < per)
+            continue;
+        size_t lo = per + z[per] >= m ? 0 : m - per - z[per];
+        /* The grid of the program's first iteration first: when the recorder stopped, the
+         * end of the profile is an iteration boundary only as far as the collectives can
+         * tell, and an iteration may end with a segment that starts like the next one. */
+        size_t cand[2] = {(m - per) / per * per, m - per};
+        for (int c = 0; c < 2; c++) {
+            size_t b = cand[c];
+            if (b < lo || b + per > m)
+                continue;
+            size_t covered = start[b + per] - start[b - (b - lo) / per * per];
+            /* An iteration starts like the program's first one (the recorder's stop rule
+             * too, profile_rec.c): that fixes the rotation, which the collectives alone
+             * leave open (a trailing segment cut short by the recorder's stop looks like
+             * a whole one to them). */
+            if (2 * covered < p->nops || p->ops[start[b]].sig != p->ops[0].sig ||
+                !dh__two_threads(p, start[b], start[b + per]))
+                continue;
+            if (dh__pick_variant(p, start, hash, b, per, lo, it))
+                return 1;
         }
     }
     return 0;
@@ -131,7 +250,7 @@ dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
         for (size_t i = 0; i < p->trimmed_n; i++)
             per_seg += i == 0 || p->ops[i].sync_before;
         *out = (dh_iteration_t){p->nops - p->trimmed_n, p->trimmed_n,
-                                (int)(p->nops / p->trimmed_n), per_seg};
+                                (int)(p->nops / p->trimmed_n), per_seg, 0};
         return DH_OK;
     }
     size_t *start = NULL, *z = NULL, nseg = 0;
@@ -157,9 +276,8 @@ dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
      * ops (the first found among equals: the fewest dropped). A repetition found this way
      * must cover at least half of the profile: a program whose iterations differ (MoE whose
      * experts get no token in some micro-batch) repeats only here and there, and a plan made
-     * from such a stretch made the ranks' collectives diverge (si e2e moe_ep_dyn hung: the
-     * agreement does not yet cover a rank whose section pairs nothing in a round and whose
-     * program then differs from its template); such a profile stays "not planned". */
+     * from such a stretch (a period inside an iteration) made the ranks' collectives diverge
+     * (si e2e moe_ep_dyn hung). Such a profile is planned from its variants below. */
     size_t covered = found ? (size_t)out->reps * out->n : 0;
     dh_iteration_t best = {0};
     size_t best_cov = covered;
@@ -177,6 +295,27 @@ dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
         *out = best;
         found = 1;
     }
+    /* No iteration repeats op for op over half of the profile (a short stretch that does,
+     * such as two micro-batches alike at its end, is no iteration): one whose collectives
+     * and threads repeat, taking the variant that occurs most often as the template
+     * (iterations whose op counts vary with the data, MoE). */
+    uint64_t *coarse = NULL;
+    int vfound = 0;
+    dh_iteration_t var;
+    if (st == DH_OK && (!found || 2 * (size_t)out->reps * out->n < p->nops) && nseg >= 2) {
+        coarse = malloc(nseg * sizeof(*coarse));
+        if (coarse == NULL)
+            st = DH_ERR_NOMEM;
+        else
+            dh__coarse(p, start, nseg, coarse);
+    }
+    for (size_t drop = 0; st == DH_OK && coarse && drop <= 2 && drop < nseg && !vfound; drop++)
+        vfound = dh__try_variants(p, start, hash, coarse, nseg - drop, r, z, &var);
+    if (vfound) {
+        *out = var;
+        found = 1;
+    }
+    free(coarse);
     free(start);
     free(hash);
     free(r);
@@ -185,6 +324,8 @@ dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
         dh__errf(err, errlen, name, "out of memory");
         return st;
     }
+    if (found && out->occurs == 0)
+        out->occurs = out->reps;
     if (!found) {
         dh__errf(err, errlen, name,
                  "no repeating iteration found in %zu ops; profile at least 3 iterations",
@@ -199,6 +340,10 @@ dh_status_t dh_profile_trim(dh_profile_t *p, int keep, const char *name, char *e
 {
     dh_iteration_t it;
     DH_CHECK(dh_profile_find_iteration(p, name, &it, err, errlen));
+    /* Iterations that vary: the variant taken is not repeated back to back, and the planner
+     * must find it again among the others; keep everything. */
+    if (it.reps < 2)
+        return DH_OK;
     size_t reps = (size_t)(it.reps < keep ? it.reps : keep);
     size_t lo = it.first - (reps - 1) * it.n, hi = it.first + it.n;
     if (lo == 0 && hi == p->nops)

@@ -65,8 +65,14 @@ void dh_pairs_free(dh_pairs_t *p);
 
 typedef struct dh_iteration {
     size_t first, n;                /* profile ops of the last complete iteration */
-    int reps;                       /* complete repetitions ending with it (>= 2) */
+    int reps;                       /* complete repetitions ending with it, op for op (>= 2,
+                                       or >= 1 when the iterations vary: occurs) */
     size_t nsegments;               /* sync-delimited segments per iteration */
+    int occurs;                     /* iterations of the profile equal to it op for op: reps,
+                                       or, when the iterations vary with the data (their
+                                       collectives and threads repeat, some kernels or
+                                       GEMMs do not), how often the variant taken occurs
+                                       (>= 2, the most of any) */
 } dh_iteration_t;
 
 /* Finds the repeating iteration of p (step 1). Errors: DH_ERR_NOT_FOUND with
