@@ -52,7 +52,7 @@
 #       at every free (lag_waits > 0 on every rank), which must change nothing either
 #   agree_silent
 #       a rank stops answering the ranks' agreement: every rank falls back (bounded), exact
-#   auto_tp_sp auto_cp auto_moe_ep auto_tpdp (4 ranks) auto_cache
+#   auto_tp_sp auto_cp auto_moe_ep auto_moe_ep_dyn (12 iterations) auto_tpdp (4 ranks) auto_cache
 #       DHELIX_MODE=auto beside the three-step flow, 8 iterations (scenario_auto): exact,
 #       one switch iteration on every rank, the speedup after it within 1% of the three-step
 #       run's on the same iterations; auto_cache: a second start reuses DHELIX_PLAN_CACHE
@@ -1052,6 +1052,7 @@ case $scenario in
   auto_tp_sp) set -- auto 2 0 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 ;;
   auto_cp) set -- auto 2 0 --model llama-tiny --cp 2 --gbs 4 --mbs 1 --iters 8 ;;
   auto_moe_ep) set -- auto 2 0 --model moe-tiny --dp 2 --ep 2 --gbs 8 --mbs 1 --iters 8 ;;
+  auto_moe_ep_dyn) set -- auto 2 0 --model moe-tiny --dp 2 --ep 2 --gbs 8 --mbs 1 --iters 12 --hidden 256 --ffn 256 --seq 128 ;;
   auto_tpdp) set -- auto 4 0 --model gpt-tiny --tp 2 --dp 2 --dist-opt --overlap-grad-reduce --gbs 8 --mbs 1 --iters 8 ;;
   auto_cache) set -- auto 2 1 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 ;;
   # Where the plan pairs nothing (pipeline stages, the data-parallel reduction): auto mode
