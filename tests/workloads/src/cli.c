@@ -53,6 +53,8 @@ static const opt_t opts[] = {
     {"--overlap-grad-reduce", O_FLAG, F(overlap_grad), 1, "overlap the dp reduction with the last backward"},
     {"--nccl-current-stream", O_FLAG, F(nccl_current), 1, "collectives on the current stream"},
     {"--comm-split", O_FLAG, F(comm_split), 1, "communicators by ncclCommSplit of the world"},
+    {"--no-batch-p2p-sync", O_FLAG, F(p2p_sync), 0,
+     "no device synchronisation after batched pipeline p2p (Megatron's batch_p2p_sync=False)"},
     {"--represent", O_FLAG, F(represent), 1, "representative ranks (timing-only)"},
     {"--json", O_FLAG, F(json), 1, "JSON summary on stdout"},
     {"--quiet", O_FLAG, F(quiet), 1, "no per-iteration lines"},
@@ -87,6 +89,7 @@ static void defaults(wl_cfg_t *c)
     c->lr = 1e-3;
     c->seed = 1234;
     c->bucket_mb = 40; /* Megatron's default bucket: 40M elements */
+    c->p2p_sync = 1;   /* Megatron's ModelParallelConfig.batch_p2p_sync default */
 }
 
 static void apply_preset(wl_cfg_t *c, const wl_run_preset_t *p)

@@ -65,6 +65,9 @@ typedef struct wl_cfg {
     int overlap_grad;   /* --overlap-grad-reduce */
     int nccl_current;   /* collectives on the current stream (newer PyTorch) */
     int comm_split;     /* communicators by ncclCommSplit of the world */
+    int p2p_sync;       /* Megatron's batch_p2p_sync (default True, no command-line flag in
+                           Megatron): torch.cuda.synchronize() after every batched pipeline
+                           exchange; --no-batch-p2p-sync leaves it out, as a config can */
     int json;           /* JSON summary on stdout */
     int quiet;          /* no per-iteration lines */
     int gradcheck;      /* finite-difference checks of this many parameters (fp32) */
