@@ -70,6 +70,7 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
         DH__META_NUM("plan_resyncs", st.plan_resyncs);
         DH__META_NUM("plan_matched_ops", st.plan_matched_ops);
         DH__META_NUM("plan_unmatched_ops", st.plan_unmatched_ops);
+        DH__META_NUM("plan_refuted_phases", st.plan_refuted_phases);
     }
 #undef DH__META_NUM
     return DH_OK;

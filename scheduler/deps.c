@@ -34,6 +34,93 @@ static int dh__acc_conflict(const dh_op_access_t *x, int nx, const dh_op_access_
     return 0;
 }
 
+/* ---- old allocations a strand certainly wrote (dh_deps_taint_t; lock held) ---- */
+
+struct dh__taint_e {
+    uintptr_t base;           /* 0: a free slot */
+    uint64_t born;
+};
+
+static size_t dh__taint_slot(uintptr_t base, size_t cap)
+{
+    return (size_t)(((uint64_t)base * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+}
+
+/* Whether the allocation (base, born) is in t, or where it would go. */
+static struct dh__taint_e *dh__taint_find(const dh_deps_taint_t *t, uintptr_t base, uint64_t born)
+{
+    for (size_t k = dh__taint_slot(base, t->cap);; k = (k + 1) & (t->cap - 1)) {
+        struct dh__taint_e *e = &t->e[k];
+        if (e->base == 0 || (e->base == base && e->born == born))
+            return e;
+    }
+}
+
+static int dh__taint_grow(dh_deps_taint_t *t)
+{
+    size_t cap = t->cap ? t->cap * 2 : 64;
+    struct dh__taint_e *old = t->e, *e = calloc(cap, sizeof *e);
+    if (!e)
+        return -1;
+    size_t ocap = t->cap;
+    t->e = e;
+    t->cap = cap;
+    for (size_t k = 0; k < ocap; k++)
+        if (old[k].base)
+            *dh__taint_find(t, old[k].base, old[k].born) = old[k];
+    free(old);
+    return 0;
+}
+
+void dh_deps_taint_reset(dh_deps_taint_t *t, uint64_t since)
+{
+    if (t->n)
+        memset(t->e, 0, t->cap * sizeof *t->e);
+    t->n = 0;
+    t->over = 0;
+    t->since = since;
+}
+
+void dh_deps_taint_add(dh_deps_taint_t *t, const dh_op_t *op)
+{
+    for (int j = 0; j < op->nacc && !t->over; j++) {
+        const dh_op_access_t *a = &op->acc[j];
+        if (a->write != 1 || !a->born || !a->abase || a->born >= t->since)
+            continue;
+        if ((t->n + 1) * 4 > t->cap * 3 && dh__taint_grow(t)) {
+            t->over = 1; /* from now on every old allocation counts: still safe */
+            break;
+        }
+        struct dh__taint_e *e = dh__taint_find(t, a->abase, a->born);
+        if (e->base == 0) {
+            *e = (struct dh__taint_e){a->abase, a->born};
+            t->n++;
+        }
+    }
+}
+
+int dh_deps_taint_hit(const dh_deps_taint_t *t, const dh_op_t *op)
+{
+    if (t->n == 0 && !t->over)
+        return -1;
+    if (op->nacc < 0)
+        return 0;
+    for (int j = 0; j < op->nacc; j++) {
+        const dh_op_access_t *a = &op->acc[j];
+        if (!a->born || !a->abase || a->born >= t->since)
+            continue;
+        if (t->over || dh__taint_find(t, a->abase, a->born)->base)
+            return j;
+    }
+    return -1;
+}
+
+void dh_deps_taint_free(dh_deps_taint_t *t)
+{
+    free(t->e);
+    memset(t, 0, sizeof *t);
+}
+
 /* ---- footprint logs (lock held) ----
  * What every op of a stretch of the program touched, in program order, whether it is still
  * held or already issued: a dependency decision must not depend on how far the dispatcher
@@ -116,8 +203,19 @@ static void dh__alog_free(dh__alog_t *l)
     memset(l, 0, sizeof *l);
 }
 
-/* Two strands: strand 0's ops of the current region, keyed by group. */
+/* Two strands: strand 0's ops of the current region, keyed by group; the old allocations
+ * they certainly wrote during the current pair (plan mode), or the region (strands mode, or
+ * a plan without phases); the stamp at the region's start. */
 static dh__alog_t dh__s0;
+static dh_deps_taint_t dh__s0_taint;
+static uint64_t dh__s0_since;
+
+/* What "old" means for dh__s0_taint now: made before the pair, else before the region. */
+static uint64_t dh__s0_old(void)
+{
+    uint64_t p = dh_tracker_pair_stamp();
+    return p ? p : dh__s0_since;
+}
 
 /* Lock held. A strand-1 op must not run before a strand-0 op that precedes it in program
  * order and shares memory with it (a true dependency between the two micro-batches, such
@@ -141,12 +239,17 @@ int64_t dh_deps_group(const dh_op_t *op)
      * stage sends a gradient the backward just produced): whichever strand-0 op wrote it,
      * all strand-0 work so far comes first. Decided from program order alone. */
     uint64_t pair0 = dh_tracker_pair_stamp();
-    if (dh__s0.last > 0 && pair0 && (int64_t)dh__s0.last - 1 > need)
-        for (int j = 0; j < op->nacc; j++)
-            if (op->acc[j].astrand == 0 && op->acc[j].born >= pair0) {
-                need = (int64_t)dh__s0.last - 1;
-                break;
-            }
+    if (dh__s0.last > 0 && (int64_t)dh__s0.last - 1 > need) {
+        int all = 0;
+        for (int j = 0; pair0 && j < op->nacc && !all; j++)
+            all = op->acc[j].astrand == 0 && op->acc[j].born >= pair0;
+        /* An older allocation strand 0 certainly wrote during the pair: other strand-0 ops
+         * may have written the rest of it unseen (dh_deps_taint_t). */
+        if (!all && dh__s0_taint.since == dh__s0_old())
+            all = dh_deps_taint_hit(&dh__s0_taint, op) >= 0;
+        if (all)
+            need = (int64_t)dh__s0.last - 1;
+    }
     return dh__alog_conflict(&dh__s0, op, need,
                              atomic_load_explicit(&dh__s.young_from, memory_order_relaxed));
 }
@@ -161,6 +264,7 @@ static dh__alog_t dh__prun[2];      /* the previous [0] and the current [1] run,
 static int dh__prun_thread = -1;
 static uint64_t dh__prun_no;        /* runs so far */
 static uint64_t dh__prun_stamp[2];  /* allocation stamp at the first op of each */
+static dh_deps_taint_t dh__prun_taint[2]; /* the old allocations each certainly wrote */
 
 int64_t dh_deps_prof(const dh_op_t *op)
 {
@@ -171,6 +275,10 @@ int64_t dh_deps_prof(const dh_op_t *op)
         dh__alog_reset(&dh__prun[1]);
         dh__prun_stamp[0] = dh__prun_stamp[1];
         dh__prun_stamp[1] = dh_sched_stamp();
+        dh_deps_taint_t tt = dh__prun_taint[0];
+        dh__prun_taint[0] = dh__prun_taint[1];
+        dh__prun_taint[1] = tt;
+        dh_deps_taint_reset(&dh__prun_taint[1], dh__prun_stamp[1]);
         dh__prun_thread = op->thread;
         dh__prun_no++;
     }
@@ -186,14 +294,34 @@ int64_t dh_deps_prof(const dh_op_t *op)
     for (int j = 0; j < op->nacc && (int64_t)prev->last - 1 > need; j++)
         if (op->acc[j].born >= dh__prun_stamp[0] && op->acc[j].born < dh__prun_stamp[1])
             need = (int64_t)prev->last - 1;
+    if ((int64_t)prev->last - 1 > need && dh_deps_taint_hit(&dh__prun_taint[0], op) >= 0)
+        need = (int64_t)prev->last - 1;
     return dh__alog_conflict(prev, op, need, dh__prun_stamp[0]);
 }
 
-void dh_deps_s0_add(const dh_op_t *op) { dh__alog_add(&dh__s0, op, op->group); }
+void dh_deps_s0_add(const dh_op_t *op)
+{
+    dh__alog_add(&dh__s0, op, op->group);
+    uint64_t old = dh__s0_old();
+    if (dh__s0_taint.since != old)
+        dh_deps_taint_reset(&dh__s0_taint, old); /* a new pair */
+    dh_deps_taint_add(&dh__s0_taint, op);
+}
 
-void dh_deps_s0_reset(void) { dh__alog_reset(&dh__s0); }
+void dh_deps_s0_reset(void)
+{
+    dh__alog_reset(&dh__s0);
+    dh__s0_since = dh_sched_stamp();
+    dh_deps_taint_reset(&dh__s0_taint, dh__s0_old());
+}
 
-void dh_deps_prof_add(const dh_op_t *op, uint64_t rec) { dh__alog_add(&dh__prun[1], op, rec); }
+int64_t dh_deps_s0_last(void) { return (int64_t)dh__s0.last - 1; }
+
+void dh_deps_prof_add(const dh_op_t *op, uint64_t rec)
+{
+    dh__alog_add(&dh__prun[1], op, rec);
+    dh_deps_taint_add(&dh__prun_taint[1], op);
+}
 
 uint64_t dh_deps_prof_run(void) { return dh__prun_no; }
 
@@ -202,4 +330,7 @@ void dh_deps_free(void)
     dh__alog_free(&dh__s0);
     dh__alog_free(&dh__prun[0]);
     dh__alog_free(&dh__prun[1]);
+    dh_deps_taint_free(&dh__s0_taint);
+    dh_deps_taint_free(&dh__prun_taint[0]);
+    dh_deps_taint_free(&dh__prun_taint[1]);
 }

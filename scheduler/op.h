@@ -197,6 +197,8 @@ struct dh_op_access {
     int write;
     uint64_t born;                /* when its allocation was made (memtab.h), 0 unknown */
     int astrand;                  /* the strand the allocation was made for, -1 unknown */
+    uintptr_t abase;              /* where that allocation starts, 0 unknown: with born, which
+                                     allocation it is (deps.c) */
 };
 
 #define DH_ACCESS_MAYBE 2
@@ -213,9 +215,12 @@ struct dh_op_access {
  * Two accesses conflict when they overlap and one of them writes (sched.c): a "maybe"
  * access writes when its allocation is young (made during the current iteration: the
  * tensors a micro-batch produces) and reads when it is older (weights, gradient buffers,
- * optimizer state, which the kernels of two micro-batches share all the time). A program
- * whose kernels write long-lived memory that the other micro-batch also uses (a shared
- * scratch buffer other than cuBLAS's workspace) is outside what the shim can see (README). */
+ * optimizer state, which the kernels of two micro-batches share all the time). An older
+ * allocation some op of the pair certainly writes (a GEMM accumulating into the gradient
+ * buffer) is the exception: deps.h (dh_deps_taint_t) orders the other strand's ops on it
+ * after all of that strand's work. Beyond that, a program whose kernels write long-lived
+ * memory that the other micro-batch also uses (a shared scratch buffer other than
+ * cuBLAS's workspace) is outside what the shim can see (README). */
 int dh_op_footprint(const dh_op_t *op, dh_op_access_t *acc, int max);
 
 /* Bytes the payload holds (for the deferred-bytes limit and statistics). */

@@ -153,7 +153,7 @@ const char *dh__dtype_name(int t)
 /* ---- footprints ---- */
 
 static void dh__fp_born(dh_op_fp_t *b, uintptr_t lo, size_t len, int write, uint64_t born,
-                        int strand)
+                        int strand, uintptr_t abase)
 {
     if (!lo || !len)
         return;
@@ -168,18 +168,18 @@ static void dh__fp_born(dh_op_fp_t *b, uintptr_t lo, size_t len, int write, uint
         b->over = 1;
         return;
     }
-    b->a[b->n++] = (dh_op_access_t){lo, len, write, born, strand};
+    b->a[b->n++] = (dh_op_access_t){lo, len, write, born, strand, abase};
 }
 
 void dh_op_fp_range(dh_op_fp_t *b, uintptr_t lo, size_t len, int write)
 {
-    uintptr_t alo;
+    uintptr_t alo = 0;
     size_t alen;
     uint64_t born = 0;
     int strand = -1;
     if (!lo || !len || !dh_memtab_find(lo, &alo, &alen, &born, &strand))
-        born = 0, strand = -1;
-    dh__fp_born(b, lo, len, write, born, strand);
+        born = 0, strand = -1, alo = 0;
+    dh__fp_born(b, lo, len, write, born, strand, alo);
 }
 
 void dh_op_fp_alloc(dh_op_fp_t *b, const void *p, int write)
@@ -191,7 +191,7 @@ void dh_op_fp_alloc(dh_op_fp_t *b, const void *p, int write)
     if (!p)
         return;
     if (dh_memtab_find((uintptr_t)p, &lo, &len, &born, &strand))
-        dh__fp_born(b, lo, len, write, born, strand);
+        dh__fp_born(b, lo, len, write, born, strand, lo);
     else
         dh_op_fp_range(b, (uintptr_t)p, 1, write);
 }
@@ -203,7 +203,7 @@ void dh__fp_alloc_of(dh_op_fp_t *b, uintptr_t v)
     uint64_t born;
     int strand;
     if (dh_memtab_find(v, &lo, &len, &born, &strand))
-        dh__fp_born(b, lo, len, DH_ACCESS_MAYBE, born, strand);
+        dh__fp_born(b, lo, len, DH_ACCESS_MAYBE, born, strand, lo);
 }
 
 void dh_op_fp_append(dh_op_fp_t *b, uintptr_t lo, size_t len, int write)
@@ -213,9 +213,8 @@ void dh_op_fp_append(dh_op_fp_t *b, uintptr_t lo, size_t len, int write)
         return;
     }
     dh_op_access_t *a = &b->a[b->n++];
-    *a = (dh_op_access_t){lo, len, write, 0, -1};
-    uintptr_t alo;
+    *a = (dh_op_access_t){lo, len, write, 0, -1, 0};
     size_t alen;
-    if (!dh_memtab_find(lo, &alo, &alen, &a->born, &a->astrand))
-        a->born = 0, a->astrand = -1;
+    if (!dh_memtab_find(lo, &a->abase, &alen, &a->born, &a->astrand))
+        a->born = 0, a->astrand = -1, a->abase = 0;
 }

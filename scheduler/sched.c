@@ -739,6 +739,7 @@ void dh_sched_stats(dh_sched_stats_t *out)
     out->plan_resyncs = t.resyncs;
     out->plan_matched_ops = t.matched_ops;
     out->plan_unmatched_ops = t.unmatched_ops;
+    out->plan_refuted_phases = t.refuted;
     pthread_mutex_unlock(&dh__s.lock);
 }
 

@@ -151,6 +151,7 @@ typedef struct dh_sched_stats {
                                      flush since): program order alone decides it */
     /* plan mode (the strand tracker) */
     uint64_t plan_iterations, plan_desyncs, plan_resyncs, plan_matched_ops, plan_unmatched_ops;
+    uint64_t plan_refuted_phases; /* strand-b phases run unpaired: they depend on strand a */
 } dh_sched_stats_t;
 void dh_sched_stats(dh_sched_stats_t *out);
 

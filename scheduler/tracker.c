@@ -20,6 +20,7 @@
 
 #include "common/config.h"
 #include "common/log.h"
+#include "deps.h"
 #include "plan.h"
 #include "registry.h"
 #include "sched_int.h"
@@ -41,6 +42,14 @@ static struct {
     int sync_seen, first_op, warned_episode, new_iter;
     uint64_t iters_tracked, searched;
     dh_tracker_stats_t st;
+    /* The plan's pairs, checked against the program (see dh__probe): */
+    int checked;                      /* a whole template iteration ran as the probe */
+    int probing;                      /* the current template iteration is the probe */
+    unsigned char *refuted;           /* [nphases + 1]: that phase's strand-b ops (the last
+                                         entry: those of no phase) depend on strand-a work */
+    int probe_src;                    /* the paired phase whose writes probe_pair holds, -1 */
+    dh_deps_taint_t probe_pair;       /* old allocations probe_src's strand-a ops wrote */
+    dh_deps_taint_t probe_iter;       /* ... that every strand-a op of the iteration wrote */
 } dh__t;
 
 static __thread char dh__t_report[768];
@@ -72,7 +81,11 @@ int dh_tracker_load(const char *path)
     } else {
         const dh_plan_section_t *s = dh__t.sec;
         size_t *ra = dh_plan_release_marks(s);
-        if (!ra) {
+        dh__t.refuted = calloc((size_t)s->nphases + 1, 1);
+        if (!ra || !dh__t.refuted) {
+            free(ra);
+            free(dh__t.refuted);
+            dh__t.refuted = NULL;
             dh__t.sec = NULL;
             dh_plan_free(p);
             DH_ERROR(PLAN, "%s: out of memory; running passthrough", path);
@@ -117,10 +130,88 @@ static void dh__unpaired(dh_op_t *op)
     dh__t.st.unmatched_ops++;
 }
 
+/* ---- checking the plan's pairs (the probe) ----
+ * A plan says which work may run beside which: strand b is the forward of micro-batch i+1,
+ * which uses nothing the backward of i (strand a) makes. The runtime checks that claim op by
+ * op where it sees what an op touches (deps.c), but it cannot see inside kernels whose
+ * buffers sit in struct arguments, and an op that shows a dependency may come after such
+ * kernels of its phase, already issued beside the work they depend on. A plan made from a
+ * profile whose iteration was cut at the wrong synchronisation pairs the last backward with
+ * the gradient reduction and the optimizer step: the first op (a kernel scaling the
+ * gradients) shows nothing, the reduction after it reads the gradient buffer.
+ * So the first template iteration the tracker follows runs in program order, one strand,
+ * while each strand-b op is checked against the old allocations the strand-a ops of the
+ * phase it is paired with certainly wrote (dh_deps_taint_t: a forward never touches what a
+ * backward accumulates). A phase with such an op is refuted: from then on, each of its
+ * strand-b ops waits for all strand-a work before it (the pair runs one after the other,
+ * in program order). Decided from program order alone, so every rank decides alike. */
+
+/* The probe's view of template op c (op is its match). Lock held. */
+static void dh__probe(const dh_op_t *op, const dh_op_desc_t *d, size_t c)
+{
+    const dh_plan_section_t *s = dh__t.sec;
+    const dh_plan_op_t *t = &s->ops[c];
+    int p = t->phase; /* -1 only in a plan without phases (plan_check.c) */
+    if (t->strand == 0) {
+        if (p >= 0 && s->phases[p].paired_with >= 0 && p != dh__t.probe_src) {
+            dh__t.probe_src = p;
+            dh_deps_taint_reset(&dh__t.probe_pair, dh_sched_stamp());
+        }
+        if (p >= 0 && p == dh__t.probe_src)
+            dh_deps_taint_add(&dh__t.probe_pair, op);
+        dh_deps_taint_add(&dh__t.probe_iter, op);
+        return;
+    }
+    int unit = p >= 0 ? p : s->nphases;
+    if (dh__t.refuted[unit])
+        return;
+    /* Paired with the strand-a phase just seen, as the planner writes it; any other layout
+     * is checked against all of the iteration's strand-a work. */
+    int pw = p >= 0 ? s->phases[p].paired_with : -1;
+    const dh_deps_taint_t *src = pw >= 0 && pw == dh__t.probe_src ? &dh__t.probe_pair
+                                                                  : &dh__t.probe_iter;
+    /* An op that may touch anything shows no dependency: deps.c orders it alone. */
+    int j = op->nacc > 0 ? dh_deps_taint_hit(src, op) : -1;
+    if (j < 0)
+        return;
+    dh__t.refuted[unit] = 1;
+    dh__t.st.refuted++;
+    DH_INFO(PLAN, "%s: template op %zu (%s '%s', strand b of phase %d) touches an allocation "
+            "[%#lx, made at op %llu] that strand a wrote in %s: phase %d runs after the "
+            "strand-a work before it", dh__t.path, c, dh_op_kind_name(op->kind), d->name, p,
+            (unsigned long)op->acc[j].abase, (unsigned long long)op->acc[j].born,
+            src == &dh__t.probe_pair ? "the phase it is paired with" : "this iteration", p);
+}
+
+/* After a probe iteration: the plan's pairs are known; says once what was refuted. */
+static void dh__probe_done(void)
+{
+    dh__t.probing = 0;
+    dh__t.checked = 1;
+    if (dh__t.st.refuted)
+        DH_WARN(PLAN, "%s: the plan pairs work with strand-a work it depends on (%llu "
+                "phase(s), DHELIX_LOG=info names them): those run after it, unpaired; a plan "
+                "made from a profile whose iterations were not alike?", dh__t.path,
+                (unsigned long long)dh__t.st.refuted);
+}
+
+/* A strand-b op of a refuted phase: after all strand-a work so far (the region's log,
+ * deps.c), in the first group not released yet at the earliest (sched.c says why). */
+static void dh__after_strand_a(dh_op_t *op)
+{
+    int64_t last0 = dh_deps_s0_last();
+    if (last0 < (int64_t)op->group)
+        return; /* all of it is in earlier groups, behind a barrier */
+    uint64_t g = (uint64_t)last0 < dh__s.release ? dh__s.release : (uint64_t)last0;
+    op->group = g;
+    op->after0 = 1;
+    dh_tracker_floor(g);
+}
+
 /* Matches op to the template's next op; returns 2 when op may go out before its group is
  * complete (a group of one strand, every group before it complete: nothing of the other
  * strand can join it), else 0. */
-static int dh__take(dh_op_t *op)
+static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
 {
     const dh_plan_section_t *s = dh__t.sec;
     size_t c = dh__t.cursor;
@@ -131,15 +222,40 @@ static int dh__take(dh_op_t *op)
         dh__t.open = 0;
         dh__t.base = dh__t.next_group;
         dh__t.next_group += (uint64_t)s->ngroups;
+        dh__t.probing = !dh__t.checked;
+        dh__t.probe_src = -1;
+        dh_deps_taint_reset(&dh__t.probe_iter, dh_sched_stamp());
     }
     /* The first op of a paired backward phase starts a pair. */
     const dh_plan_phase_t *ph = s->ops[c].phase >= 0 && s->ops[c].phase < s->nphases
                                     ? &s->phases[s->ops[c].phase] : NULL;
     if (ph && ph->first == c && ph->kind == 'B' && ph->paired_with >= 0)
         dh__t.pair_stamp = dh_sched_stamp();
+    if (dh__t.probing) {
+        /* Program order on one strand, released as it comes, like unmatched work. */
+        dh__probe(op, d, c);
+        if (!dh__t.open) {
+            dh__t.open_group = dh__t.next_group++;
+            dh__t.open = 1;
+        }
+        op->strand = 0;
+        op->lgroup = -1;
+        op->group = dh__t.open_group;
+        dh__set_release(dh__t.open_group + 1);
+        dh__t.st.matched_ops++;
+        if (++dh__t.cursor == s->nops) {
+            dh__t.cursor = 0;
+            dh__t.st.iterations++;
+            dh__t.iters_tracked++;
+            dh__probe_done();
+        }
+        return 0;
+    }
     op->strand = s->ops[c].strand;
     op->lgroup = s->ops[c].group;
     op->group = dh__t.base + (uint64_t)s->ops[c].group;
+    if (op->strand == 1 && dh__t.refuted[ph ? s->ops[c].phase : s->nphases])
+        dh__after_strand_a(op);
     if (op->strand == 1 && op->group < dh__t.floor1) {
         /* Behind a strand-1 op that was moved after strand-0 work it depends on: same
          * group, and after that group's strand-0 ops on every rank alike. */
@@ -180,7 +296,7 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
     dh__t.first_op = 0;
     if (dh__t.state == DH__T_TRACK) {
         if (dh__match(dh__t.cursor, d)) {
-            *flush = dh__take(op);
+            *flush = dh__take(op, d);
             return;
         }
         /* Mid-iteration mismatch: what is held is issued now, in a legal order. */
@@ -215,7 +331,7 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         dh__t.state = DH__T_TRACK;
         dh__t.warned_episode = 0;
         dh__t.iters_tracked = 0;
-        *flush = dh__take(op);
+        *flush = dh__take(op, d);
         return;
     }
     dh__unpaired(op);

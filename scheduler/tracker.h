@@ -11,6 +11,11 @@
  * match within three iterations' worth of ops (or by exit) is reported once as a plan for
  * another program, and the tracker stops matching.
  *
+ * The first template iteration followed is a probe: it runs in program order on one strand
+ * while the plan's pairs are checked against what the ops touch (tracker.c, "checking the
+ * plan's pairs"); a strand-b phase found to use what the strand-a phase it is paired with
+ * wrote runs after that strand-a work from then on, unpaired.
+ *
  * Locking: everything but dh_tracker_load and dh_tracker_report runs with dh__s.lock held.
  */
 #ifndef DH_TRACKER_H
@@ -62,6 +67,7 @@ const char *dh_tracker_order(int lgroup);
 
 typedef struct dh_tracker_stats {
     uint64_t iterations, desyncs, resyncs, matched_ops, unmatched_ops;
+    uint64_t refuted;         /* phases found to depend on the work they are paired with */
 } dh_tracker_stats_t;
 /* Lock held. */
 void dh_tracker_stats(dh_tracker_stats_t *out);

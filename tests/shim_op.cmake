@@ -23,3 +23,11 @@ foreach(t kernel blas lt copy errors)
   dh_add_test(NAME shim.op_${t} COMMAND shim_test_op_${t} LABELS ${_labels} VGPU TIMEOUT 120
               ENV "VGPU_HAZARD=abort")
 endforeach()
+
+# The dependency rules' set of older allocations a strand certainly wrote (scheduler/deps.c):
+# a unit test of dh_deps_taint_t, no device work.
+add_executable(shim_test_deps ${_op_dir}/test_deps.c)
+target_link_libraries(shim_test_deps PRIVATE dh_sched dh::real_cuda PkgConfig::CMOCKA
+                      Threads::Threads ${CMAKE_DL_LIBS})
+add_dependencies(shim_test_deps vgpu_all)
+dh_add_test(NAME shim.deps COMMAND shim_test_deps LABELS shim asan VGPU TIMEOUT 30)

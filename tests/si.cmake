@@ -7,11 +7,13 @@
 #   bad_plan_*: a broken or foreign plan (one line per rank, passthrough, exact)
 #   inject_stress: WL_INJECT itself (no loss changes, without the shim and in stress mode)
 #   jitter: plan runs whose dispatchers fall behind at random (the order is the program's)
+#   rotated_plan: a plan that pairs the last backward with the gradient reduction (exact,
+#     no race: the runtime runs that pair one after the other)
 set(_si_dir ${CMAKE_CURRENT_SOURCE_DIR}/si)
 set(_si_scenarios tp_sp pp_1f1b pp_tp cp dp_ogr moe_ep
     desync_extra desync_missing desync_shape
     bad_plan_json bad_plan_version bad_plan_model bad_plan_layout bad_plan_world bad_plan_truncated
-    inject_stress jitter)
+    inject_stress jitter rotated_plan)
 foreach(s ${_si_scenarios})
   dh_add_test(NAME si.${s}
     COMMAND bash ${_si_dir}/e2e.sh ${s}

@@ -8,7 +8,7 @@ they wrote, compares, computes and reports). Standard library only.
     gv.py calibrate COMP.json COMP.err --sms S --ratio R
                                           an emulation SMS:US whose time per iteration is R
                                           x the solo compute time of COMP
-    gv.py stats FILE [--mode M] [--deferred] [--barriers] [--api PREFIX]...
+    gv.py stats FILE [--mode M] [--deferred] [--barriers] [--paired] [--api PREFIX]...
                                           checks a DHELIX_STATS=json report
     gv.py wl-numbers OUT --comp C.json --base B.json... [--si S.json...] --base-err E
                      --sms S --sm-count N [--passthrough P.json] [--strands T.json] [--skip K]
@@ -146,6 +146,7 @@ def cmd_stats(a):
     calls = {r.get("api"): r.get("calls", 0) for r in rows}
     deferred = sum(v for k, v in meta.items() if k.startswith("deferred_") and isinstance(v, (int, float)))
     barriers = meta.get("cross_strand_barriers", 0)
+    paired = meta.get("paired_groups", 0)
     nccl_rows = (s.get("nccl") or {}).get("rows", [])
     interleaved = sum(r.get("interleaved", 0) for r in nccl_rows)
     fails = []
@@ -156,14 +157,21 @@ def cmd_stats(a):
         fails.append("no operation deferred: the shim passed everything through")
     if "--barriers" in a and not barriers > 0:
         fails.append("no cross-strand barrier: the strands were never interleaved")
+    if "--paired" in a and not paired > 0:
+        fails.append("no paired group: no two strands' operations were co-issued")
     seen = []
     for prefix in opt(a, "--api", many=True):
         n = sum(v for k, v in calls.items() if k and k.startswith(prefix))
         seen.append("%s* %d" % (prefix, n))
         if n <= 0:
             fails.append("no %s* call seen by the shim" % prefix)
-    print("mode %s, %s calls, %d deferred, %d cross-strand barriers, %d NCCL ops interleaved; %s" % (
-        meta.get("mode"), sum(calls.values()), deferred, barriers, interleaved, ", ".join(seen)))
+    plan = ""
+    if "plan_iterations" in meta:
+        plan = ", %s plan iterations (%s desyncs)" % (meta.get("plan_iterations"), meta.get("plan_desyncs", 0))
+    ncalls = sum(v for k, v in calls.items() if k and k.startswith("nccl"))
+    print("mode %s, %s calls (%d NCCL), %d deferred, %d paired groups, %d cross-strand barriers, %d NCCL ops "
+          "interleaved%s; %s" % (meta.get("mode"), sum(calls.values()), ncalls, deferred, paired, barriers,
+                                 interleaved, plan, ", ".join(seen)))
     for f in fails:
         print("FAIL: " + f)
     return 1 if fails else 0
@@ -220,6 +228,9 @@ def cmd_torch_numbers(a):
     n = {"mean_step_ms": {"no_shim": base.get("mean_step_ms")}, "ratio_to_no_shim": {},
          "torch": base.get("torch"), "torch_cuda": base.get("torch_cuda"), "params": base.get("params"),
          "steps": base.get("steps"), "nccl": base.get("nccl")}
+    for k in ("framework", "megatron_core", "optimizer", "micro_batches", "device"):
+        if k in base:
+            n[k] = base[k]
     for spec in a[2:]:
         name, path = spec.split("=", 1)
         j = load(path)
@@ -268,17 +279,32 @@ def cmd_report(a):
     numbers = {}
     for p in sorted(glob.glob(os.path.join(work, "num.*.json"))):
         numbers[os.path.basename(p)[4:-5]] = load(p)
-    ok = bool(steps) and all(s["status"] in ("pass", "skip") for s in steps)
+    done = {s["name"] for s in steps}
+    not_reached = [n for n in meta.get("steps_planned", []) if n not in done]
+    complete = meta.get("complete", True)
+    # A run stopped before its end (the device's time spent) is not a pass, whatever it did.
+    # A step the budget left out ("budget") is not a failure, but the headline names it.
+    ok = bool(steps) and complete and all(s["status"] in ("pass", "skip", "budget") for s in steps)
+    unbudgeted = [s["name"] for s in steps if s["status"] == "budget"]
     rep = dict(meta)
     rep.update({"skipped": False, "ok": ok, "gpu": probe, "steps": steps, "numbers": numbers,
-                "failed_steps": [s["name"] for s in steps if s["status"] == "fail"]})
+                "failed_steps": [s["name"] for s in steps if s["status"] in ("fail", "timeout")],
+                "not_run_for_budget": unbudgeted,
+                "not_reached": not_reached if not complete else []})
     with open(os.path.join(outdir, "gpu-validate.json"), "w") as f:
         json.dump(rep, f, indent=1)
     L = ["# gpu-validate", "",
-         "%s on %s, %s: **%s** in %.0f s%s" % (meta.get("date"), meta.get("host"),
-                                             probe.get("name", "?"), "PASS" if ok else "FAIL",
-                                             meta.get("total_s", 0), " (--quick)" if meta.get("quick") else ""),
+         "%s on %s, %s: **%s** in %.0f s%s%s" % (
+             meta.get("date"), meta.get("host"), probe.get("name", "?"),
+             "PASS" if ok else ("FAIL" if complete else "INCOMPLETE"), meta.get("total_s", 0),
+             " (--quick)" if meta.get("quick") else "",
+             ", budget %s s" % meta["budget_s"] if meta.get("budget_s") else ""),
          ""]
+    if unbudgeted:
+        L += ["Not run, for want of time in the budget: %s." % ", ".join(unbudgeted), ""]
+    if not complete:
+        L += ["The run has not finished (or was stopped): this report was written after its last "
+              "finished step. Not reached: %s." % (", ".join(not_reached) or "none"), ""]
     if meta.get("rehearsal"):
         L += ["A rehearsal on the vgpu (`--vgpu`): it exercises the script; no GPU was used and "
               "every time is virtual.", ""]
@@ -292,7 +318,7 @@ def cmd_report(a):
             L.append("| %s | %s |" % (k, meta[k]))
     L += ["", "| step | result | time (s) | what | summary |", "|---|---|---|---|---|"]
     for s in steps:
-        L.append("| %s | %s | %.1f | %s | %s |" % (s["name"], s["status"].upper() if s["status"] == "fail"
+        L.append("| %s | %s | %.1f | %s | %s |" % (s["name"], s["status"].upper() if s["status"] in ("fail", "timeout")
                                                   else s["status"], s["seconds"], s["description"],
                                                   s["summary"].replace("|", "/")))
     for sec, n in numbers.items():
@@ -300,7 +326,8 @@ def cmd_report(a):
     L += ["", "Logs and every run's output: `%s`." % work, ""]
     with open(os.path.join(outdir, "gpu-validate.md"), "w") as f:
         f.write("\n".join(L))
-    print("gpu-validate: report %s/gpu-validate.md and .json: %s" % (outdir, "PASS" if ok else "FAIL"))
+    print("gpu-validate: report %s/gpu-validate.md and .json: %s" % (
+        outdir, "PASS" if ok else ("FAIL" if complete else "INCOMPLETE")))
     return 0 if ok else 1
 
 

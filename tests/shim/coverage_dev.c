@@ -562,7 +562,10 @@ static void attrs_close(void)
 }
 
 /* cudaLaunchKernelExC with two launch attributes. */
-static cudaError_t launch_exc(cov_kernel_t k, cudaStream_t s)
+/* fn: cudaLaunchKernelExC or its per-thread-default-stream form. */
+static cudaError_t launch_exc(cov_kernel_t k, cudaStream_t s,
+                              cudaError_t (*fn)(const cudaLaunchConfig_t *, const void *,
+                                                void **))
 {
     cudaLaunchConfig_t cfg;
     memset(&cfg, 0, sizeof(cfg));
@@ -576,20 +579,8 @@ static cudaError_t launch_exc(cov_kernel_t k, cudaStream_t s)
     at[1].val.programmaticStreamSerializationAllowed = 0;
     cfg.attrs = at;
     cfg.numAttrs = 2;
-    cudaError_t e = cudaLaunchKernelExC(&cfg, kdefs[k].stub, A.argv);
+    cudaError_t e = fn(&cfg, kdefs[k].stub, A.argv);
     attrs_close();
-    cov_scribble(&cfg, sizeof(cfg));
-    return e;
-}
-
-static cudaError_t launch_exc_ptsz(cov_kernel_t k, cudaStream_t s)
-{
-    cudaLaunchConfig_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.gridDim = grid1;
-    cfg.blockDim = block256;
-    cfg.stream = s;
-    cudaError_t e = cudaLaunchKernelExC_ptsz(&cfg, kdefs[k].stub, A.argv);
     cov_scribble(&cfg, sizeof(cfg));
     return e;
 }
@@ -625,7 +616,7 @@ void cov_launch(cov_path_t path, cov_kernel_t k, cudaStream_t s, ...)
         CK_RT(cudaLaunchKernel(kdefs[k].stub, grid1, block256, A.argv, 0, s));
         break;
     case L_EXC:
-        CK_RT(launch_exc(k, s));
+        CK_RT(launch_exc(k, s, cudaLaunchKernelExC));
         break;
     case L_CU:
         CK_CU(A.launch[0](A.fn[k], 1, 1, 1, 256, 1, 1, 0, cs, A.argv, NULL));
@@ -646,7 +637,7 @@ void cov_launch(cov_path_t path, cov_kernel_t k, cudaStream_t s, ...)
         CK_RT(cudaLaunchKernel_ptsz(kdefs[k].stub, grid1, block256, A.argv, 0, s));
         break;
     case L_EXC_PTSZ:
-        CK_RT(launch_exc_ptsz(k, s));
+        CK_RT(launch_exc(k, s, cudaLaunchKernelExC_ptsz));
         break;
     }
     poison_args(k);

@@ -21,6 +21,12 @@
 #       per rank that names the plan file and the problem, nothing interleaved
 #   inject_stress
 #       WL_INJECT changes no loss (no shim, and DHELIX_MODE=stress) and does inject
+#   rotated_plan
+#       moe_ep with a plan made from its profile cut at an MoE routing synchronisation
+#       (si_json.py cut-profile), so that the planner pairs the last backward with the
+#       gradient reduction and the optimizer step: the runtime must find that out (the
+#       reduction reads the gradient buffer the backward wrote) and keep the losses exact
+#       without a data race; "plan" stats: refuted_phases >= 1, paired_groups > 0
 #   jitter (4 ranks: TP=2 x DP=2, distributed optimizer, overlapped gradient reduction)
 #       three plan runs whose dispatchers sleep at random (DHELIX_TEST_DISPATCH_JITTER), so
 #       each rank falls behind at different points: what is issued, and in what order, must
@@ -459,6 +465,39 @@ scenario_bad_plan() {
   fi
 }
 
+# A plan that pairs work with the backward it depends on (see the file comment).
+scenario_rotated_plan() {
+  local n=2 mb=4 args=(--model moe-tiny --dp 2 --ep 2 --gbs 8 --mbs 1 --iters 5) r
+  wl_run base "$n" -- "${args[@]}"
+  run_ok base || return
+  profile prof "$n" -- "${args[@]}" || return
+  mkdir -p "$work/cut.prof"
+  for ((r = 0; r < n; r++)); do
+    sij cut-profile "$work/prof.prof/prof.$r.json" "$work/cut.prof/prof.$r.json" "$mb" >/dev/null ||
+      { fail "cannot cut prof.$r.json"; return; }
+  done
+  make_plan cut || return
+  # The scenario tests something only while the plan does pair the reduction.
+  local paired
+  paired=$(python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))["sections"][0]
+print(sum(1 for o in s["ops"] if o["strand"] == 1 and "AllReduce" in o["name"]))' "$work/plan.json")
+  if [ "${paired:-0}" -gt 0 ]; then
+    pass "the plan pairs $paired gradient reductions (strand b) with a backward"
+  else
+    fail "the plan made from the cut profile pairs no AllReduce: the scenario tests nothing" \
+         "plan $work/plan.json"
+    return
+  fi
+  # shellcheck disable=SC2046
+  wl_run si "$n" $(si_env "$work/plan.json" si) -- "${args[@]}"
+  run_ok si base || return
+  if plan_stats si "$n"; then
+    stat_check si refuted_phases -ge 1
+    stat_check si paired_groups -gt 0
+  fi
+}
+
 # WL_INJECT without a plan: losses never change, and the divergence does happen.
 scenario_inject_stress() {
   local n=2 last=3 args=(--model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 4) kind
@@ -511,6 +550,7 @@ case $scenario in
     set -- bad_plan "${scenario#bad_plan_}" ;;
   inject_stress) set -- inject_stress ;;
   jitter) set -- jitter ;;
+  rotated_plan) set -- rotated_plan ;;
   *)
     sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2
     echo "e2e: unknown scenario '${scenario}'" >&2

@@ -12,6 +12,11 @@
                                      "RANK noplan" when neither); launchers (rank "-") skipped
   si_json.py set PLAN OUT KEY VALUE  a copy of PLAN with a top-level key set (VALUE is JSON)
   si_json.py plan-summary PLAN       one line: sections, ops, groups, predicted times
+  si_json.py cut-profile PROF OUT MB the profile PROF (MB micro-batches per iteration) from
+                                     the synchronisation before the first iteration's last
+                                     backward on (inside an iteration: an MoE forward's
+                                     routing step), without "dep": `dhelix plan` then starts
+                                     its iteration there; prints the cut
 
 RUN.out is the workload's stdout with --json (one object, possibly after other lines).
 Exit status 2 with one line on stderr when a file cannot be read or parsed.
@@ -111,6 +116,42 @@ def main(argv):
                 i, s.get("ranks"), len(s.get("ops", [])), len(s.get("groups", [])),
                 s.get("baseline_us", -1), s.get("si_us", -1)))
         print("; ".join(parts) or "no sections")
+    elif cmd == "cut-profile":
+        # What a profile whose first iteration differs from the others does to the planner
+        # (calls forwarded that profile mode did not record): the iteration it finds starts
+        # at a synchronisation in the middle of one, and the phase after the last backward,
+        # the gradient reduction and the optimizer step, is taken for the next micro-batch's
+        # forward and paired with that backward. Kept: from the synchronisation before the
+        # first iteration's last backward on, without the dependencies profile mode found
+        # ("dep", which would keep the planner from some of those pairs).
+        try:
+            d = json.load(open(args[0]))
+            mb = int(args[2])
+        except (OSError, ValueError, IndexError) as e:
+            die("%s: %s" % (args[0], e))
+        ops = d.get("ops", [])
+        main_t = ops[0].get("t") if ops else None
+        bstarts = [i for i in range(1, len(ops))
+                   if ops[i].get("t") != main_t and ops[i - 1].get("t") == main_t]
+
+        def cut_before(k):
+            # The last synchronisation before backward run k: the tail of the forward before
+            # it, the one place where following the template can start and go on matching.
+            if k >= len(bstarts):
+                die("%s: %d backward runs, %d needed" % (args[0], len(bstarts), k + 1))
+            return max((i for i in range(bstarts[k]) if ops[i].get("sync")), default=None)
+
+        lo = cut_before(mb - 1)
+        if lo is None:
+            die("%s: no synchronisation before backward run %d" % (args[0], mb - 1))
+        kept = ops[lo:]
+        for o in kept:
+            o.pop("dep", None)
+        d["ops"] = kept
+        d["sync_at_end"] = 0  # the planner then counts iterations from the first op
+        with open(args[1], "w") as f:
+            json.dump(d, f)
+        print("ops %d.. of %d" % (lo, len(ops)))
     else:
         die("unknown command %s" % cmd)
 
