@@ -57,6 +57,8 @@ static const opt_t opts[] = {
     {"--no-overlap-p2p-communication", O_FLAG, F(overlap_p2p), 0,
      "interleaved 1F1B with batched p2p and a device sync (needs pp > 2)"},
     {"--comm-split", O_FLAG, F(comm_split), 1, "communicators by ncclCommSplit of the world"},
+    {"--no-batch-p2p-sync", O_FLAG, F(p2p_sync), 0,
+     "no device synchronisation after batched pipeline p2p (Megatron's batch_p2p_sync=False)"},
     {"--represent", O_FLAG, F(represent), 1, "representative ranks (timing-only)"},
     {"--init-per-param", O_FLAG, F(init_per_param), 1,
      "initial weights copied one parameter at a time, each with a stream sync (PyTorch's "
@@ -96,6 +98,7 @@ static void defaults(wl_cfg_t *c)
     c->bucket_mb = 40; /* Megatron's default bucket: 40M elements */
     c->vpp = 1;
     c->overlap_p2p = 1; /* Megatron's --overlap-p2p-communication default (arguments.py) */
+    c->p2p_sync = 1;   /* Megatron's ModelParallelConfig.batch_p2p_sync default */
 }
 
 static void apply_preset(wl_cfg_t *c, const wl_run_preset_t *p)

@@ -84,6 +84,12 @@ static void *p2p(wl_sched_t *s, void *send_prev, int recv_prev, void *send_next,
     if (send_next) ops[k++] = (wl_p2p_t){1, pp->rank + 1, send_next, n};
     if (recv_next) ops[k++] = (wl_p2p_t){0, pp->rank + 1, recv, n};
     wl_batch_p2p(pp, ops, k, wl_nccl_dt(ms->dt), 0);
+    /* Megatron's _communicate: after batch_isend_irecv and the requests' waits,
+     * torch.cuda.synchronize() when batch_p2p_sync (the default), "to protect against race
+     * condition when using batch_isend_irecv()" (NVIDIA/Megatron-LM
+     * megatron/core/pipeline_parallel/p2p_communication.py, REFERENCE.md). */
+    if (k > 0 && pp->size > 1 && ms->cfg->p2p_sync)
+        WL_CK(cudaDeviceSynchronize());
     if (send_prev) wl_free(send_prev);
     if (send_next) wl_free(send_next);
     return recv;

@@ -219,7 +219,7 @@ static void exchange(wl_sched_t *s, xfer_t *x)
         if (x->send_next) ops[k++] = (wl_p2p_t){1, next, x->send_next, n};
         if (x->recv_next) ops[k++] = (wl_p2p_t){0, next, x->rbuf_next, n};
         wl_batch_p2p(pp, ops, k, wl_nccl_dt(ms->dt), 0);
-        WL_CK(cudaDeviceSynchronize()); /* batch_p2p_sync */
+        if (ms->cfg->p2p_sync) WL_CK(cudaDeviceSynchronize()); /* batch_p2p_sync */
     }
     if (x->send_prev) wl_free(x->send_prev);
     if (x->send_next) wl_free(x->send_next); /* deallocate_output_tensor */

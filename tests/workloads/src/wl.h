@@ -72,6 +72,9 @@ typedef struct wl_cfg {
     int init_per_param; /* initial weights copied one parameter at a time, each followed by
                            a stream synchronisation, as PyTorch's model.to("cuda") after a
                            host-side init does: the program's first operations repeat */
+    int p2p_sync;       /* Megatron's batch_p2p_sync (default True, no command-line flag in
+                           Megatron): torch.cuda.synchronize() after every batched pipeline
+                           exchange; --no-batch-p2p-sync leaves it out, as a config can */
     int json;           /* JSON summary on stdout */
     int quiet;          /* no per-iteration lines */
     int gradcheck;      /* finite-difference checks of this many parameters (fp32) */
