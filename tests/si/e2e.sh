@@ -21,7 +21,8 @@
 #   tp_sp pp_1f1b pp_tp (4 ranks) cp dp_ogr moe_ep       baseline -> profile -> plan -> SI
 #   pp_vpp pp4_vpp pp4_vpp_nooverlap (4 ranks), pp4_tp_vpp pp4_tp_vpp_nooverlap (8 ranks):
 #   the interleaved 1F1B (--vpp 2), and pp_tp_l4 pp4_l8 pp4_tp_l8 the same models without
-#   it: not in CTest, for measuring
+#   it; pp_vpp and pp4_tp_vpp_nooverlap are in CTest (exact; their plans pair nothing), the
+#   others are for measuring
 #   moe_ep_dyn (2 ranks, DP=2 x EP=2, 8 iterations) MoE whose iterations differ in op count
 #       (experts or regrouping buckets that get no token): planned from the variant that
 #       occurs most often; exact; an iteration that differs on any rank runs unpaired on
