@@ -409,11 +409,12 @@ void dh_auto_submit(const dh_op_desc_t *d)
          * stopped: the same iterations on every rank whose program is the same. */
         uint64_t seg = dh__a.seg++;
         size_t p = 0, next = 0;
+        uint64_t it = 0;
         if (seg == 0) {
             boundary = 1;
-        } else if (dh_prof_period(&p, &next) && seg >= next && seg % p == next % p) {
+        } else if (dh_prof_period(&p, &next, &it) && seg >= next && seg % p == next % p) {
             boundary = 1;
-            k = next % p == 0 ? seg / p : (seg - next % p) / p + 1;
+            k = it + (seg - next) / p;
         }
     }
     dh__a.first = dh__a.synced = 0;

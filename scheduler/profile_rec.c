@@ -58,8 +58,11 @@ static struct {
     uint32_t last_thread;           /* the previous op's */
     uint32_t seg_thread;
     uint64_t *seg_hash, *seg_first, *seg_coarse; /* [closed segment] */
+    size_t *seg_end;                /* [closed segment]: ops recorded up to its end */
     uint32_t *seg_threads;          /* [closed segment]: seg_thread */
     size_t nsegs;
+    uint64_t period_iter;           /* once stopped: the program's iteration starting at
+                                       period_next (counted from 0) */
     size_t period, period_next;     /* once stopped: segments per iteration, and the next
                                        segment's index (an iteration starts there) */
 } dh__pr;
@@ -141,6 +144,7 @@ static void dh__stop_variants(size_t m)
                 dh__pr.stopped = 1;
                 dh__pr.period = p;
                 dh__pr.period_next = m;
+                dh__pr.period_iter = m / p;
                 DH_INFO(SCHED, "profile: the last %zu of %zu segments repeat a period of %zu "
                         "in their collectives, and two of those iterations are alike op for "
                         "op; recording stopped after %zu operations", nw * p, m, p,
@@ -148,6 +152,47 @@ static void dh__stop_variants(size_t m)
                 return;
             }
         }
+    }
+}
+
+/* The stop rule for programs with set-up before their first iteration: under PyTorch
+ * every parameter is copied to the device and synchronised on (model.to("cuda") after a
+ * host-side init; seen on an H100, 2026-11-26), so the program's first ops repeat on one
+ * thread and its iterations do not start like its first op. Recording ends when the last
+ * 3 p segments repeat exactly with two threads, the exactly periodic stretch they end goes
+ * back to a segment lo on their grid ((m - lo) a multiple of p: an iteration starts at lo,
+ * the rotation the planner then takes, phases.c) and covers at least half of the ops
+ * recorded. A period inside an iteration (MoE micro-batches, each cut by its routing
+ * synchronisation) covers less than that until the iteration's own period shows. */
+static void dh__stop_setup(size_t m)
+{
+    const uint64_t *h = dh__pr.seg_hash;
+    size_t total = dh__pr.seg_end[m - 1];
+    for (size_t p = 1; 3 * p <= m; p++) {
+        if (!dh__two_threads(m - p, m))
+            continue;
+        size_t lo = m - p;
+        while (lo > 0 && h[lo - 1] == h[lo - 1 + p])
+            lo--;
+        if (m - lo < 3 * p || (m - lo) % p != 0)
+            continue;
+        size_t covered = total - (lo ? dh__pr.seg_end[lo - 1] : 0);
+        if (2 * covered < total)
+            continue;
+        dh__pr.stopped = 1;
+        dh__pr.period = p;
+        dh__pr.period_next = m;
+        /* Iterations before lo (the first ones may differ: lazy set-up, the optimizer's
+         * first step) start with the op lo starts with; the set-up does not. */
+        uint64_t before = 0;
+        for (size_t k = 0; k < lo; k++)
+            before += dh__pr.seg_first[k] == dh__pr.seg_first[lo] &&
+                      dh__two_threads(k, k + p < lo ? k + p : lo);
+        dh__pr.period_iter = before + (m - lo) / p;
+        DH_INFO(SCHED, "profile: segments %zu-%zu of %zu repeat a period of %zu %zu times "
+                "after %zu segments of set-up; recording stopped after %zu operations", lo,
+                m - 1, m, p, (m - lo) / p, lo, dh_prof_builder_nops(dh__pr.b));
+        return;
     }
 }
 
@@ -164,10 +209,8 @@ static void dh__stop_variants(size_t m)
  * paired. Under PyTorch on an H100 the program's first ops, a parameter's initialisation
  * and copy followed by a synchronisation, repeat from the first op on: the recorder stopped
  * after 4 operations and the plan was serial (2026-11-26). Such a program's iterations do
- * not start like its first op, so the recorder goes on to its end or DHELIX_PROFILE_OPS
- * and the planner finds the iteration in all of it (phases.c looks past set-up and tail);
- * stopping early there too is left for later (a rule that skips the set-up also stopped
- * MoE profiles inside an iteration). */
+ * not start like its first op: dh__stop_setup stops there. Iterations that vary with the
+ * data: dh__stop_variants. */
 static void dh__close_segment(void)
 {
     if (!dh__pr.seg_n || dh__pr.nsegs == DH__MAX_SEGS)
@@ -177,14 +220,17 @@ static void dh__close_segment(void)
         dh__pr.seg_first = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_first);
         dh__pr.seg_threads = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_threads);
         dh__pr.seg_coarse = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_coarse);
+        dh__pr.seg_end = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_end);
         if (!dh__pr.seg_hash || !dh__pr.seg_first || !dh__pr.seg_threads ||
-            !dh__pr.seg_coarse) {
+            !dh__pr.seg_coarse || !dh__pr.seg_end) {
             free(dh__pr.seg_hash);
             free(dh__pr.seg_first);
             free(dh__pr.seg_threads);
             free(dh__pr.seg_coarse);
+            free(dh__pr.seg_end);
             dh__pr.seg_hash = dh__pr.seg_first = dh__pr.seg_coarse = NULL;
             dh__pr.seg_threads = NULL;
+            dh__pr.seg_end = NULL;
             return;
         }
     }
@@ -193,6 +239,7 @@ static void dh__close_segment(void)
     dh__pr.seg_first[m] = dh__pr.seg_sig;
     dh__pr.seg_threads[m] = dh__pr.seg_thread;
     dh__pr.seg_coarse[m] = dh__pr.seg_ch;
+    dh__pr.seg_end[m] = (m ? dh__pr.seg_end[m - 1] : 0) + dh__pr.seg_n;
     dh__pr.seg_n = 0;
     m++;
     for (size_t p = 1; 2 * p <= m && dh_config()->profile_stop; p++) {
@@ -209,14 +256,18 @@ static void dh__close_segment(void)
             dh__pr.stopped = 1;
             dh__pr.period = p;
             dh__pr.period_next = m;
+            /* the grid of iteration 0, or its first iteration cut otherwise */
+            dh__pr.period_iter = m % p == 0 ? m / p : (m - m % p) / p + 1;
             DH_INFO(SCHED, "profile: the last %zu of %zu segments repeat a period of %zu %zu "
                     "times; recording stopped after %zu operations", reps * p, m, p, reps,
                     dh_prof_builder_nops(dh__pr.b));
             return;
         }
     }
-    if (dh_config()->profile_stop)
+    if (dh_config()->profile_stop && !dh__pr.stopped)
         dh__stop_variants(m);
+    if (dh_config()->profile_stop && !dh__pr.stopped)
+        dh__stop_setup(m);
 }
 
 uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
@@ -398,19 +449,22 @@ static void dh__release(void)
     free(dh__pr.seg_first);
     free(dh__pr.seg_threads);
     free(dh__pr.seg_coarse);
+    free(dh__pr.seg_end);
     dh__pr.seg_hash = dh__pr.seg_first = dh__pr.seg_coarse = NULL;
     dh__pr.seg_threads = NULL;
+    dh__pr.seg_end = NULL;
     dh__pr.nsegs = 0;
 }
 
 int dh_prof_stopped(void) { return dh__pr.stopped; }
 
-int dh_prof_period(size_t *p, size_t *next)
+int dh_prof_period(size_t *p, size_t *next, uint64_t *iter)
 {
     if (!dh__pr.stopped || !dh__pr.period)
         return 0;
     *p = dh__pr.period;
     *next = dh__pr.period_next;
+    *iter = dh__pr.period_iter;
     return 1;
 }
 

@@ -30,9 +30,11 @@ void dh_prof_bracket(uint64_t idx1, cudaStream_t s, int begin);
 /* Lock held: whether recording stopped (an iteration repeated). */
 int dh_prof_stopped(void);
 /* Lock held, once stopped: the iteration's length in segments (runs of ops between host
- * synchronisations, numbered from 0 at the program's first op) and the index of the
- * segment after the last recorded one, where an iteration starts. 0 before. */
-int dh_prof_period(size_t *p, size_t *next);
+ * synchronisations, numbered from 0 at the program's first op), the index of the segment
+ * after the last recorded one, where an iteration starts, and that iteration's number
+ * (from 0; after set-up, the iterations before the stop rule's stretch are counted by how
+ * they start). 0 before. */
+int dh_prof_period(size_t *p, size_t *next, uint64_t *iter);
 /* Auto mode, once recording stopped and every recorded op was replayed (any thread, once):
  * reads the events and hands the profile over as JSON in *buf (malloc'ed, *len bytes), the
  * ops recorded in *nops; frees the recorder. 0, or -1 with err set. */

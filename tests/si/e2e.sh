@@ -53,7 +53,8 @@
 #       at every free (lag_waits > 0 on every rank), which must change nothing either
 #   agree_silent
 #       a rank stops answering the ranks' agreement: every rank falls back (bounded), exact
-#   auto_tp_sp auto_cp auto_moe_ep auto_moe_ep_dyn (12 iterations) auto_tpdp (4 ranks) auto_cache
+#   auto_tp_sp auto_tp_sp_init (set-up before the first iteration, as PyTorch's) auto_cp
+#   auto_moe_ep auto_moe_ep_dyn (12 iterations) auto_tpdp (4 ranks) auto_cache
 #       DHELIX_MODE=auto beside the three-step flow, 8 iterations (scenario_auto): exact,
 #       one switch iteration on every rank, the speedup after it within 1% of the three-step
 #       run's on the same iterations; auto_cache: a second start reuses DHELIX_PLAN_CACHE
@@ -379,8 +380,9 @@ need() { [ -e "$1" ] || { echo "e2e: $1 not found: build first (cmake --build ${
 # profile_compact DIR PLAN: every profile in DIR is a compact one (version 2) that stopped
 # recording once an iteration repeated: at most 3 iterations of its rank's template of the
 # 5 the program ran, and fewer distinct ops than a tenth of those recorded. A program with
-# set-up before its first iteration (tp_sp_init) is not stopped early (profile_rec.c): its
-# profile is checked for version 2 and for holding its whole run only.
+# set-up before its first iteration (tp_sp_init) stops only once three iterations past the
+# set-up repeat (profile_rec.c dh__stop_setup; at the end of a 5-iteration run): its profile
+# is checked for version 2 only.
 profile_compact() {
   python3 - "$1" "$2" <<'PY'
 import glob, json, os, sys
@@ -1051,6 +1053,8 @@ case $scenario in
   diverge_tpdp | diverge_pp) set -- diverge "${scenario#diverge_}" ;;
   # DHELIX_MODE=auto (scenario_auto): the si configurations with 8 iterations.
   auto_tp_sp) set -- auto 2 0 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 ;;
+  auto_tp_sp_init) set -- auto 2 0 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 --init-per-param ;;
+  auto_pp_vpp) set -- auto 4 0 --model gpt-tiny --layers 4 --tp 2 --pp 2 --vpp 2 --gbs 4 --mbs 1 --iters 8 ;;
   auto_cp) set -- auto 2 0 --model llama-tiny --cp 2 --gbs 4 --mbs 1 --iters 8 ;;
   auto_moe_ep) set -- auto 2 0 --model moe-tiny --dp 2 --ep 2 --gbs 8 --mbs 1 --iters 8 ;;
   auto_moe_ep_dyn) set -- auto 2 0 --model moe-tiny --dp 2 --ep 2 --gbs 8 --mbs 1 --iters 12 --hidden 256 --ffn 256 --seq 128 ;;
