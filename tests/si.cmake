@@ -29,8 +29,8 @@ set(_si_scenarios tp_sp tp_sp_init pp_1f1b pp_tp pp_vpp pp4_tp_vpp_nooverlap cp 
     desync_extra desync_missing desync_shape
     bad_plan_json bad_plan_version bad_plan_model bad_plan_layout bad_plan_world bad_plan_truncated
     inject_stress jitter rotated_plan share_mem mem_bound agree_silent diverge_tpdp diverge_pp
-    auto_tp_sp auto_tp_sp_init auto_cp auto_moe_ep auto_moe_ep_dyn auto_tpdp auto_cache auto_pp_1f1b auto_pp_tp
-    auto_dp_ogr)
+    auto_tp_sp auto_tp_sp_init auto_cp auto_moe_ep auto_moe_ep_dyn auto_tpdp auto_cache
+    auto_pp_1f1b auto_pp_tp auto_pp_vpp auto_pp4_tp_vpp_nooverlap auto_dp_ogr)
 foreach(s ${_si_scenarios})
   dh_add_test(NAME si.${s}
     COMMAND bash ${_si_dir}/e2e.sh ${s}

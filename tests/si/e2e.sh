@@ -54,7 +54,8 @@
 #   agree_silent
 #       a rank stops answering the ranks' agreement: every rank falls back (bounded), exact
 #   auto_tp_sp auto_tp_sp_init (set-up before the first iteration, as PyTorch's) auto_cp
-#   auto_moe_ep auto_moe_ep_dyn (12 iterations) auto_tpdp (4 ranks) auto_cache
+#   auto_moe_ep auto_moe_ep_dyn (12 iterations) auto_tpdp (4 ranks) auto_pp_vpp (4 ranks)
+#   auto_pp4_tp_vpp_nooverlap (8 ranks) auto_cache
 #       DHELIX_MODE=auto beside the three-step flow, 8 iterations (scenario_auto): exact,
 #       one switch iteration on every rank, the speedup after it within 1% of the three-step
 #       run's on the same iterations; auto_cache: a second start reuses DHELIX_PLAN_CACHE
@@ -1055,6 +1056,8 @@ case $scenario in
   auto_tp_sp) set -- auto 2 0 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 ;;
   auto_tp_sp_init) set -- auto 2 0 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 --init-per-param ;;
   auto_pp_vpp) set -- auto 4 0 --model gpt-tiny --layers 4 --tp 2 --pp 2 --vpp 2 --gbs 4 --mbs 1 --iters 8 ;;
+  auto_pp4_tp_vpp_nooverlap)
+    set -- auto 8 0 --model gpt-tiny --layers 8 --tp 2 --pp 4 --vpp 2 --no-overlap-p2p-communication --gbs 8 --mbs 1 --iters 8 ;;
   auto_cp) set -- auto 2 0 --model llama-tiny --cp 2 --gbs 4 --mbs 1 --iters 8 ;;
   auto_moe_ep) set -- auto 2 0 --model moe-tiny --dp 2 --ep 2 --gbs 8 --mbs 1 --iters 8 ;;
   auto_moe_ep_dyn) set -- auto 2 0 --model moe-tiny --dp 2 --ep 2 --gbs 8 --mbs 1 --iters 12 --hidden 256 --ffn 256 --seq 128 ;;
