@@ -58,7 +58,6 @@ static struct {
     uint32_t last_thread;           /* the previous op's */
     uint32_t seg_thread;
     uint64_t *seg_hash, *seg_first, *seg_coarse; /* [closed segment] */
-    size_t *seg_end;                /* [closed segment]: ops recorded up to its end */
     uint32_t *seg_threads;          /* [closed segment]: seg_thread */
     size_t nsegs;
     uint64_t period_iter;           /* once stopped: the program's iteration starting at
@@ -155,43 +154,58 @@ static void dh__stop_variants(size_t m)
     }
 }
 
-/* The stop rule for programs with set-up before their first iteration: under PyTorch
- * every parameter is copied to the device and synchronised on (model.to("cuda") after a
- * host-side init; seen on an H100, 2026-11-26), so the program's first ops repeat on one
- * thread and its iterations do not start like its first op. Recording ends when the last
- * 3 p segments repeat exactly with two threads, the exactly periodic stretch they end goes
- * back to a segment lo on their grid ((m - lo) a multiple of p: an iteration starts at lo,
- * the rotation the planner then takes, phases.c) and covers at least half of the ops
- * recorded. A period inside an iteration (MoE micro-batches, each cut by its routing
- * synchronisation) covers less than that until the iteration's own period shows. */
-static void dh__stop_setup(size_t m)
+/* Where the program's set-up ends: the longest prefix of segments of one thread that
+ * repeats with a short period q (<= 4 segments) at least 3 times from the first segment
+ * on. Under PyTorch every parameter is copied to the device and synchronised on
+ * (model.to("cuda") after a host-side init; seen on an H100, 2026-11-26): one segment per
+ * parameter, all alike. An MoE program's first forward, cut by its routing synchronisations,
+ * is no such prefix: its first segment (the embedding) differs from the others. 0: none. */
+static size_t dh__setup_end(size_t m)
 {
     const uint64_t *h = dh__pr.seg_hash;
-    size_t total = dh__pr.seg_end[m - 1];
-    for (size_t p = 1; 3 * p <= m; p++) {
-        if (!dh__two_threads(m - p, m))
+    uint32_t t0 = dh__pr.seg_threads[0];
+    size_t one = 0;
+    while (one < m && dh__pr.seg_threads[one] == t0 && t0 != DH__MIXED)
+        one++;
+    if (one == m)
+        return 0; /* still in it, or nothing else yet */
+    for (size_t q = 1; q <= 4 && 3 * q <= one; q++) {
+        size_t e = q;
+        while (e < one && h[e] == h[e - q])
+            e++;
+        if (e >= 3 * q)
+            return e;
+    }
+    return 0;
+}
+
+/* The stop rule after set-up: the rule of dh__close_segment with the iterations starting
+ * where the set-up ends (segment s) instead of at the program's first op. */
+static void dh__stop_setup(size_t m)
+{
+    size_t s = dh__setup_end(m);
+    if (s == 0)
+        return;
+    const uint64_t *h = dh__pr.seg_hash;
+    for (size_t p = 1; s + 2 * p <= m; p++) {
+        if (dh__pr.seg_first[m - p] != dh__pr.seg_first[s] || !dh__two_threads(m - p, m))
             continue;
-        size_t lo = m - p;
-        while (lo > 0 && h[lo - 1] == h[lo - 1 + p])
-            lo--;
-        if (m - lo < 3 * p || (m - lo) % p != 0)
+        size_t reps = (m - s) % p == 0 ? 2 : 3;
+        if (s + reps * p > m)
             continue;
-        size_t covered = total - (lo ? dh__pr.seg_end[lo - 1] : 0);
-        if (2 * covered < total)
+        size_t k = 0;
+        const uint64_t *w = h + (m - reps * p);
+        while (k < (reps - 1) * p && w[k] == w[k + p])
+            k++;
+        if (k < (reps - 1) * p)
             continue;
         dh__pr.stopped = 1;
         dh__pr.period = p;
         dh__pr.period_next = m;
-        /* Iterations before lo (the first ones may differ: lazy set-up, the optimizer's
-         * first step) start with the op lo starts with; the set-up does not. */
-        uint64_t before = 0;
-        for (size_t k = 0; k < lo; k++)
-            before += dh__pr.seg_first[k] == dh__pr.seg_first[lo] &&
-                      dh__two_threads(k, k + p < lo ? k + p : lo);
-        dh__pr.period_iter = before + (m - lo) / p;
-        DH_INFO(SCHED, "profile: segments %zu-%zu of %zu repeat a period of %zu %zu times "
-                "after %zu segments of set-up; recording stopped after %zu operations", lo,
-                m - 1, m, p, (m - lo) / p, lo, dh_prof_builder_nops(dh__pr.b));
+        dh__pr.period_iter = (m - s) % p == 0 ? (m - s) / p : (m - s - (m - s) % p) / p + 1;
+        DH_INFO(SCHED, "profile: after %zu segments of set-up, the last %zu of %zu segments "
+                "repeat a period of %zu %zu times; recording stopped after %zu operations", s,
+                reps * p, m, p, reps, dh_prof_builder_nops(dh__pr.b));
         return;
     }
 }
@@ -220,17 +234,14 @@ static void dh__close_segment(void)
         dh__pr.seg_first = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_first);
         dh__pr.seg_threads = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_threads);
         dh__pr.seg_coarse = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_coarse);
-        dh__pr.seg_end = malloc(DH__MAX_SEGS * sizeof *dh__pr.seg_end);
         if (!dh__pr.seg_hash || !dh__pr.seg_first || !dh__pr.seg_threads ||
-            !dh__pr.seg_coarse || !dh__pr.seg_end) {
+            !dh__pr.seg_coarse) {
             free(dh__pr.seg_hash);
             free(dh__pr.seg_first);
             free(dh__pr.seg_threads);
             free(dh__pr.seg_coarse);
-            free(dh__pr.seg_end);
             dh__pr.seg_hash = dh__pr.seg_first = dh__pr.seg_coarse = NULL;
             dh__pr.seg_threads = NULL;
-            dh__pr.seg_end = NULL;
             return;
         }
     }
@@ -239,7 +250,6 @@ static void dh__close_segment(void)
     dh__pr.seg_first[m] = dh__pr.seg_sig;
     dh__pr.seg_threads[m] = dh__pr.seg_thread;
     dh__pr.seg_coarse[m] = dh__pr.seg_ch;
-    dh__pr.seg_end[m] = (m ? dh__pr.seg_end[m - 1] : 0) + dh__pr.seg_n;
     dh__pr.seg_n = 0;
     m++;
     for (size_t p = 1; 2 * p <= m && dh_config()->profile_stop; p++) {
@@ -449,10 +459,8 @@ static void dh__release(void)
     free(dh__pr.seg_first);
     free(dh__pr.seg_threads);
     free(dh__pr.seg_coarse);
-    free(dh__pr.seg_end);
     dh__pr.seg_hash = dh__pr.seg_first = dh__pr.seg_coarse = NULL;
     dh__pr.seg_threads = NULL;
-    dh__pr.seg_end = NULL;
     dh__pr.nsegs = 0;
 }
 

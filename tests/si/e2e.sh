@@ -381,9 +381,9 @@ need() { [ -e "$1" ] || { echo "e2e: $1 not found: build first (cmake --build ${
 # profile_compact DIR PLAN: every profile in DIR is a compact one (version 2) that stopped
 # recording once an iteration repeated: at most 3 iterations of its rank's template of the
 # 5 the program ran, and fewer distinct ops than a tenth of those recorded. A program with
-# set-up before its first iteration (tp_sp_init) stops only once three iterations past the
-# set-up repeat (profile_rec.c dh__stop_setup; at the end of a 5-iteration run): its profile
-# is checked for version 2 only.
+# set-up before its first iteration (tp_sp_init) records the set-up too and stops once two
+# iterations past it are alike (profile_rec.c dh__stop_setup; its first two differ): its
+# profile is checked for version 2 only.
 profile_compact() {
   python3 - "$1" "$2" <<'PY'
 import glob, json, os, sys
