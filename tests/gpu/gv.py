@@ -207,6 +207,18 @@ def cmd_wl_numbers(a):
                   "min(compute, comm)) slowed by the emulation's SM share (%d of %d SMs); ideal = "
                   "max(compute with interference, comm)" % (skip, sms, sm_count),
     }
+    # Peak device memory (issue 15): the default pool's high-water mark of memory in use
+    # (cudaMemPoolAttrUsedMemHigh) and what cudaMemGetInfo says is in use at the end (the
+    # shim's own buffers included), the largest over the runs; None when not reported.
+    def most(runs, key):
+        v = [j.get(key) for j in runs if isinstance(j.get(key), (int, float)) and j.get(key) >= 0]
+        return max(v) if v else None
+    mem = {}
+    for key in ("pool_used_high_mib", "device_used_mib"):
+        b, s_ = most(base, key), most(si, key) if si else None
+        mem[key] = {"baseline": b, "si": s_,
+                    "extra_fraction": (s_ - b) / b if b and s_ is not None else None}
+    n["peak_memory_mib"] = mem
     for key in ("passthrough", "strands"):
         path = opt(a, "--" + key)
         if path and os.path.exists(path) and os.path.getsize(path):
@@ -216,6 +228,10 @@ def cmd_wl_numbers(a):
     with open(out, "w") as f:
         json.dump(n, f, indent=1)
     si_text = "SI %.3f ms: speedup %.3fx" % (t_si, n["speedup"]) if t_si else "no SI run"
+    pm = mem["pool_used_high_mib"]
+    if pm["baseline"] is not None and pm["si"] is not None:
+        si_text += " (peak pool memory in use %.1f -> %.1f MiB, %+.1f%%)" % (
+            pm["baseline"], pm["si"], 100 * (pm["extra_fraction"] or 0))
     print("baseline %.3f ms, %s; ideal %.3f ms (compute %.3f, with interference %.3f, comm %.3f): ideal "
           "speedup %.3fx%s" % (t_base, si_text, ideal, t_comp, t_comp_i, t_comm, n["ideal_speedup"] or 0,
                                "; strands mode %.3fx" % n["speedup_strands_mode"] if "speedup_strands_mode" in n

@@ -93,6 +93,8 @@ static void json(const wl_report_t *r)
            r->peak_tflops);
     if (c->paper_tflops > 0)
         printf(", \"paper_megatron_tflops\": %.2f, \"ratio\": %.4f", c->paper_tflops, tf / c->paper_tflops);
+    printf(",\n \"pool_used_high_mib\": %.3f, \"device_used_mib\": %.3f", r->pool_used_high_mib,
+           r->device_used_mib);
     if (r->on_vgpu)
         printf(",\n \"hazards\": %llu, \"device_ops\": %llu, \"peak_mem_gib\": %.3f, \"compute_busy_ms\": %.3f, "
                "\"comm_busy_ms\": %.3f, \"overlap_ms\": %.3f",

@@ -24,6 +24,11 @@ typedef struct wl_report {
     uint64_t hazards, ops;
     double compute_ms, comm_ms, overlap_ms; /* vgpu busy time in the last iteration (process 0) */
     double peak_mem_gib, wall_s;
+    /* On any device (a GPU too): the default memory pool's high-water mark of memory in use
+     * (cudaMemPoolAttrUsedMemHigh, what cudaMallocAsync handed out) and the device memory in
+     * use at the end (cudaMemGetInfo: total - free, the shim's own buffers included), MiB,
+     * the largest over the processes; -1 when the device does not say */
+    double pool_used_high_mib, device_used_mib;
     int gradcheck_failed, gradcheck_done;
 } wl_report_t;
 

@@ -197,6 +197,24 @@ static void vgpu_stats(run_t *r)
     r->rep.peak_mem_gib = mem_max;
 }
 
+/* Memory as a GPU reports it (report.h: pool_used_high_mib, device_used_mib). */
+static void device_memory(run_t *r)
+{
+    int dev = 0;
+    double mine[2] = {-1, -1}, most[2];
+    cudaMemPool_t pool;
+    unsigned long long high = 0;
+    size_t free_b = 0, total_b = 0;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess &&
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &high) == cudaSuccess)
+        mine[0] = (double)high / (1 << 20);
+    if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && total_b >= free_b)
+        mine[1] = (double)(total_b - free_b) / (1 << 20);
+    MPI_Allreduce(mine, most, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    r->rep.pool_used_high_mib = most[0];
+    r->rep.device_used_mib = most[1];
+}
+
 static void teardown(run_t *r)
 {
     wl_sched_destroy(r->sched);
@@ -234,6 +252,8 @@ int main(int argc, char **argv)
         if (r.ps.proc == 0) wl_report_iter(&r.rep);
     }
     vgpu_stats(&r);
+    WL_CK(cudaDeviceSynchronize());
+    device_memory(&r);
     r.rep.wall_s = now_s() - t0;
     if (r.ps.proc == 0) wl_report_final(&r.rep);
     teardown(&r);
