@@ -294,6 +294,7 @@ def bench_config(paths, out, cfg, opts, cache, progress):
                          lambda s: step("%s (%d layers)" % (s, layers)), trace=True)
             res.update(comparison_metrics(r))
             res["comm_by_group"] = {k: tracestat.comm_breakdown(v, ITERS) for k, v in r["traces"].items()}
+            res["traces"] = r["traces"]
             res.pop("error", None)
             break
         except RunError as e:
@@ -433,6 +434,22 @@ def main():
         except (RunError, ValueError, OSError) as e:
             log("timeline picture: %s" % e)
             pics["timeline_error"] = str(e)
+    # Device memory over one iteration, baseline against SI, from the full-depth traces of
+    # the timeline's configuration (issue 15).
+    mc = next((r for r in results if r.get("traces") and r["name"] == PICTURE_CONFIG), None) or \
+        next((r for r in results if r.get("traces")), None)
+    if mc is not None and not opts.no_pictures:
+        try:
+            pics["memory"] = pictures.memory(
+                mc["traces"]["base"], mc["traces"]["si"], os.path.join(img, "memory"),
+                "%s, %d layers: device memory in use over one iteration, baseline vs SI, rank 0"
+                % (mc["name"], mc["layers"]),
+                "vgpu memory counter (allocations and frees at the host's virtual time); the dashed lines "
+                "are the peaks; the shim's two 64 MiB cuBLAS workspaces are in SI's", iters=ITERS)
+            pics["memory_config"] = mc["name"]
+        except (ValueError, OSError, KeyError) as e:
+            log("memory picture: %s" % e)
+            pics["memory_error"] = str(e)
     pics["speedups"] = pictures.speedup_bars(results, os.path.join(img, "speedups"))
     doc["pictures"] = pics
     doc["wall_s"] = time.monotonic() - t_start

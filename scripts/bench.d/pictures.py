@@ -125,6 +125,110 @@ def timeline(base_trace, si_trace, out_stem, title, subtitle, anchor="embedding_
     return _write(out_stem, s, {"baseline_cycle_ms": (b1 - b0) / 1000, "si_cycle_ms": (s1 - s0) / 1000})
 
 
+def _mem_samples(path, dev=0):
+    """[(ts us, MiB)] of the vgpu trace's "device memory (dev D)" counter, in time order."""
+    d = json.load(open(path))
+    name = "device memory (dev %d)" % dev
+    return sorted((e["ts"], e["args"]["MiB"]) for e in d["traceEvents"]
+                  if e.get("ph") == "C" and e.get("name") == name)
+
+
+def _iteration(events, anchor, iters):
+    """[t0, t1) (us) of the second-to-last iteration: from its first ANCHOR op (the first
+    forward op of a micro-batch) to the next iteration's."""
+    starts = sorted(e["ts"] for e in events if e["name"] == anchor)
+    if len(starts) < 2 * iters or len(starts) % iters:
+        raise ValueError("trace: %d '%s' ops for %d iterations" % (len(starts), anchor, iters))
+    per = len(starts) // iters
+    return starts[(iters - 2) * per], starts[(iters - 1) * per]
+
+
+def _steps(samples, t0, t1):
+    """The counter over [t0, t1): its value at t0, then every change inside."""
+    before = [v for t, v in samples if t <= t0]
+    out = [(t0, before[-1] if before else 0.0)]
+    out += [(t, v) for t, v in samples if t0 < t < t1]
+    return out
+
+
+def memory(base_trace, si_trace, out_stem, title, subtitle, anchor="embedding_fwd", iters=4):
+    """Device memory in use over one iteration (the second-to-last), baseline against SI,
+    from the vgpu traces' memory counters (rank 0, device 0). Writes OUT_STEM.svg and .png;
+    returns their paths and both peaks over that iteration (MiB)."""
+    runs = []
+    for path in (base_trace, si_trace):
+        t0, t1 = _iteration(_events(path), anchor, iters)
+        st = _steps(_mem_samples(path), t0, t1)
+        runs.append((t0, t1, st, max(v for _, v in st)))
+    (b0, b1, bs, bpeak), (s0, s1, ss, speak) = runs
+    width, left, right, top, plot_h = 1200.0, 90.0, 30.0, 70.0, 300.0
+    span = max(b1 - b0, s1 - s0)
+    lo = min(v for _, v in bs + ss)
+    hi = max(bpeak, speak)
+    lo = max(0.0, lo - 0.05 * (hi - lo))
+    xs = (width - left - right) / span
+    ys = plot_h / ((hi - lo) or 1.0)
+    y_of = lambda v: top + plot_h - (v - lo) * ys  # noqa: E731
+    colors = {"base": "#888888", "si": "#d62728"}
+    height = top + plot_h + 90
+    s = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">'
+         % (width, height, width, height),
+         '<rect width="100%" height="100%" fill="white"/>',
+         '<text x="20" y="24" %s font-size="16" font-weight="bold">%s</text>' % (FONT, escape(title)),
+         '<text x="20" y="44" %s font-size="12" fill="#444">%s</text>' % (FONT, escape(subtitle))]
+    for key, (t0, t1, st, _) in zip(("base", "si"), runs):
+        if len(st) > 4000:
+            # one point per pixel column: its largest value (a full model's iteration makes
+            # hundreds of thousands of allocations)
+            cols = {}
+            for t, v in st:
+                c = int((t - t0) * xs)
+                cols[c] = max(cols.get(c, v), v)
+            st = [(t0 + c / xs, v) for c, v in sorted(cols.items())]
+        pts, prev = [], None
+        for t, v in st + [(t1, st[-1][1])]:
+            x = left + (t - t0) * xs
+            if prev is not None:
+                pts.append("%.1f,%.1f" % (x, y_of(prev)))
+            pts.append("%.1f,%.1f" % (x, y_of(v)))
+            prev = v
+        s.append('<polyline fill="none" stroke="%s" stroke-width="1.4" points="%s"/>'
+                 % (colors[key], " ".join(pts)))
+    for key, peak in (("base", bpeak), ("si", speak)):
+        s.append('<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="4,3"/>'
+                 % (left, y_of(peak), left + span * xs, y_of(peak), colors[key]))
+    step = _nice_step((hi - lo) / 6)
+    v = (lo // step + 1) * step
+    while v <= hi + 1e-9:
+        s.append('<text x="%d" y="%.1f" %s font-size="11" text-anchor="end">%g</text>'
+                 % (left - 6, y_of(v) + 4, FONT, round(v, 6)))
+        s.append('<line x1="%d" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#eeeeee"/>'
+                 % (left, y_of(v), left + span * xs, y_of(v)))
+        v += step
+    s.append('<text x="20" y="%.1f" %s font-size="12" transform="rotate(-90 20 %.1f)" '
+             'text-anchor="middle">MiB in use</text>' % (top + plot_h / 2, FONT, top + plot_h / 2))
+    axis_y = top + plot_h + 8
+    tstep = _nice_step(span / 1000.0 / 8)
+    t = 0.0
+    while t <= span / 1000.0 + 1e-9:
+        x = left + t * 1000 * xs
+        s.append('<text x="%.1f" y="%.1f" %s font-size="11" text-anchor="middle">%g</text>'
+                 % (x, axis_y + 12, FONT, round(t, 6)))
+        t += tstep
+    s.append('<text x="%.1f" y="%.1f" %s font-size="12" text-anchor="middle">ms from the start of the '
+             'iteration (virtual time, the host\'s clock at each allocation and free)</text>'
+             % (left + span * xs / 2, axis_y + 30, FONT))
+    y = axis_y + 56
+    s.append('<rect x="%d" y="%.1f" width="14" height="3" fill="%s"/>' % (left, y - 5, colors["base"]))
+    s.append('<text x="%d" y="%.1f" %s font-size="12">baseline (peak %.1f MiB, iteration %.2f ms)</text>'
+             % (left + 19, y, FONT, bpeak, (b1 - b0) / 1000))
+    s.append('<rect x="%d" y="%.1f" width="14" height="3" fill="%s"/>' % (left + 420, y - 5, colors["si"]))
+    s.append('<text x="%d" y="%.1f" %s font-size="12">SI (peak %.1f MiB, %+.2f%%; iteration %.2f ms)</text>'
+             % (left + 439, y, FONT, speak, 100.0 * (speak / bpeak - 1) if bpeak else 0, (s1 - s0) / 1000))
+    s.append("</svg>")
+    return _write(out_stem, s, {"baseline_peak_mib": bpeak, "si_peak_mib": speak})
+
+
 def _nice_step(x):
     """The smallest of 1, 2, 5 x 10^k that is >= x."""
     return min(m * 10.0 ** e for e in range(-3, 7) for m in (1, 2, 5) if m * 10.0 ** e >= x)
@@ -240,13 +344,15 @@ def publish(pics, dest):
 
 
 def main(argv):
-    """pictures.py timeline BASE_TRACE SI_TRACE OUT_STEM TITLE SUBTITLE [ITERS]: the timeline
-    picture from two vgpu traces (scripts/demo uses it); prints the files written."""
-    if len(argv) not in (7, 8) or argv[1] != "timeline":
+    """pictures.py timeline|memory BASE_TRACE SI_TRACE OUT_STEM TITLE SUBTITLE [ITERS]: the
+    timeline picture (scripts/demo uses it) or device memory over one iteration from two vgpu
+    traces; prints the files written."""
+    if len(argv) not in (7, 8) or argv[1] not in ("timeline", "memory"):
         print(main.__doc__, file=sys.stderr)
         return 2
     try:
-        r = timeline(argv[2], argv[3], argv[4], argv[5], argv[6], iters=int(argv[7]) if len(argv) == 8 else 4)
+        fn = timeline if argv[1] == "timeline" else memory
+        r = fn(argv[2], argv[3], argv[4], argv[5], argv[6], iters=int(argv[7]) if len(argv) == 8 else 4)
     except (OSError, ValueError, KeyError) as e:
         print("pictures: %s" % e, file=sys.stderr)
         return 1

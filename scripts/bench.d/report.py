@@ -230,6 +230,18 @@ def write_docs(doc, root):
                  % (doc["pictures"].get("timeline_config"), tl["baseline_cycle_ms"], tl["si_cycle_ms"]), ""]
     else:
         text += ["(not drawn in this run: %s)" % doc.get("pictures", {}).get("timeline_error", "skipped"), ""]
+    mem = doc.get("pictures", {}).get("memory")
+    text += ["## Device memory over one iteration", ""]
+    if mem:
+        text += ["![memory](img/memory.svg)", "",
+                 "From the same vgpu traces as the table (%s, every layer, rank 0): the device memory in use "
+                 "after every allocation and free over one steady iteration, baseline against SI. Peaks: "
+                 "baseline %.1f MiB, SI %.1f MiB (%+.2f%%). PNG: [img/memory.png](img/memory.png)."
+                 % (doc["pictures"].get("memory_config"), mem["baseline_peak_mib"], mem["si_peak_mib"],
+                    100.0 * (mem["si_peak_mib"] / mem["baseline_peak_mib"] - 1) if mem["baseline_peak_mib"] else 0),
+                 ""]
+    else:
+        text += ["(not drawn in this run: %s)" % doc.get("pictures", {}).get("memory_error", "skipped"), ""]
     text += ["## What the shim costs", "", _overhead(doc["overhead"]), "",
              analysis.how_measured(doc), "", analysis.discussion(doc), ""]
     with open(os.path.join(root, "docs/bench.md"), "w") as fh:

@@ -10,6 +10,7 @@
 #define VG_CORE_H
 
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "vg.h"
 
@@ -105,6 +106,8 @@ vg_stream_t *vg__stream_get(cudaStream_t s, cudaError_t *err); /* lock held */
 
 /* mem.c */
 void vg__mem_on_free_op(vg_op_t *op); /* executes a stream-ordered free */
+/* With VGPU_TRACE: writes the "device memory" counter samples (",\n{...}" each). */
+void vg__mem_trace_write(FILE *f, int rank);
 int vg__mem_check_exec(vg_op_t *op);  /* at start: 0 ok, else reports and returns -1 */
 
 /* trace.c */

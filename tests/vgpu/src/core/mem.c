@@ -176,7 +176,49 @@ static void *backing(size_t size, vg_mem_kind_t kind)
 
 static int counts_on_device(vg_mem_kind_t k) { return k == VG_MEM_DEVICE || k == VG_MEM_POOL || k == VG_MEM_MANAGED; }
 
-static void account(vg_alloc_t *a, int sign)
+/* With VGPU_TRACE: device memory in use after every change, at the host's virtual time of
+ * the call that changed it (what the trace's "device memory" counter shows). */
+typedef struct mem_sample {
+    double t_ns;
+    size_t live;
+    int dev;
+} mem_sample_t;
+static mem_sample_t *samples;
+static size_t nsamples, capsamples;
+static double last_sample_ns;
+
+static void sample(int dev, size_t live, double t_ns)
+{
+    if (!vg_g.cfg.trace_path[0]) {
+        return;
+    }
+    if (t_ns < 0) {
+        t_ns = last_sample_ns; /* cudaMalloc/cudaFree: no clock at hand without the device lock */
+    }
+    last_sample_ns = t_ns;
+    if (nsamples == capsamples) {
+        capsamples = capsamples ? capsamples * 2 : 4096;
+        samples = realloc(samples, capsamples * sizeof *samples);
+        if (!samples) {
+            abort();
+        }
+    }
+    samples[nsamples++] = (mem_sample_t){t_ns, live, dev};
+}
+
+void vg__mem_trace_write(FILE *f, int rank)
+{
+    pthread_mutex_lock(&mem_lock);
+    for (size_t i = 0; i < nsamples; i++) {
+        fprintf(f, ",\n{\"name\":\"device memory (dev %d)\",\"ph\":\"C\",\"pid\":%d,\"ts\":%.3f,"
+                "\"args\":{\"MiB\":%.4f}}", samples[i].dev, rank, samples[i].t_ns / 1e3,
+                (double)samples[i].live / (1 << 20));
+    }
+    pthread_mutex_unlock(&mem_lock);
+}
+
+/* t_ns: the host's virtual time of the call, < 0 when the caller cannot read it. */
+static void account(vg_alloc_t *a, int sign, double t_ns)
 {
     if (!counts_on_device(a->kind)) {
         return;
@@ -188,6 +230,7 @@ static void account(vg_alloc_t *a, int sign)
     } else {
         ps->live -= a->size;
     }
+    sample(a->dev, ps->live, t_ns);
     if (a->kind == VG_MEM_POOL) {
         if (sign > 0) {
             ps->pool_used += a->size;
@@ -222,7 +265,8 @@ static size_t pool_trim(int dev, size_t keep)
     return freed;
 }
 
-static cudaError_t alloc_record(void **p, size_t size, vg_mem_kind_t kind, int dev)
+/* t_ns as account(). */
+static cudaError_t alloc_record(void **p, size_t size, vg_mem_kind_t kind, int dev, double t_ns)
 {
     const vgpu_profile_t *prof = vg_profile(dev);
     vg_pool_state_t *ps = &pools[dev];
@@ -255,7 +299,7 @@ static cudaError_t alloc_record(void **p, size_t size, vg_mem_kind_t kind, int d
             ps->pool_reserved_peak = ps->pool_reserved;
         }
     }
-    account(a, +1);
+    account(a, +1, t_ns);
     *p = mem;
     return cudaSuccess;
 }
@@ -271,7 +315,7 @@ cudaError_t vg_mem_alloc(void **p, size_t size, vg_mem_kind_t kind, int dev)
         return cudaSuccess;
     }
     pthread_mutex_lock(&mem_lock);
-    cudaError_t e = alloc_record(p, size, kind, dev);
+    cudaError_t e = alloc_record(p, size, kind, dev, -1);
     pthread_mutex_unlock(&mem_lock);
     return e;
 }
@@ -288,7 +332,7 @@ cudaError_t vg_mem_free(void *p, vg_mem_kind_t kind)
         pthread_mutex_unlock(&mem_lock);
         return cudaErrorInvalidValue;
     }
-    account(a, -1);
+    account(a, -1, -1);
     if (counts_on_device(a->kind)) {
         pools[a->dev].reserved -= a->size;
     }
@@ -388,13 +432,13 @@ cudaError_t vg_pool_alloc(void **p, size_t size, cudaStream_t s)
         a->gen++;
         vg__op_unref(a->free_op);
         a->free_op = NULL;
-        account(a, +1);
+        account(a, +1, vg_g.host_ns); /* the device lock is held */
         *p = (void *)a->base;
         pthread_mutex_unlock(&mem_lock);
         vg_unlock();
         return cudaSuccess;
     }
-    err = alloc_record(p, rsize, VG_MEM_POOL, st->dev);
+    err = alloc_record(p, rsize, VG_MEM_POOL, st->dev, vg_g.host_ns);
     pthread_mutex_unlock(&mem_lock);
     vg_unlock();
     return err;
@@ -443,7 +487,7 @@ cudaError_t vg_pool_free(void *p, cudaStream_t s)
     a->pooled = 1;
     a->free_stream = s;
     a->free_op = op; /* keeps the reference taken above */
-    account(a, -1);
+    account(a, -1, op->t_issue); /* set by this thread's submit above */
     pthread_mutex_unlock(&mem_lock);
     return cudaSuccess;
 }

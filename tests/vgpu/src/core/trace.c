@@ -1,7 +1,9 @@
 /*
  * trace.c: the Chrome trace (VGPU_TRACE=path). One record per completed operation, written
  * at exit as {"traceEvents": [...]}: pid is the global rank, one lane (tid) per stream,
- * named "dev D stream S". Times are virtual microseconds. Nothing in it depends on host
+ * named "dev D stream S", and a counter "device memory (dev D)" (MiB in use after each
+ * allocation and free, at the host's virtual time of the call). Times are virtual
+ * microseconds. Nothing in it depends on host
  * addresses, so two runs of one program write identical files. In the path, %r becomes the
  * global rank and %p the pid; with several ranks and no %r, ".r<rank>" goes before the
  * extension so ranks do not overwrite each other.
@@ -140,6 +142,7 @@ void vg__trace_write(void)
                 class_name(r->cls), rank, r->dev * 10000 + r->stream, r->t0 / 1e3,
                 (r->t1 - r->t0) / 1e3, r->api, r->args[0] ? "," : "", r->args);
     }
+    vg__mem_trace_write(f, rank);
     fprintf(f, "\n]}\n");
     fclose(f);
     if (vg_g.cfg.verbose) {
