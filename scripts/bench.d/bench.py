@@ -7,8 +7,11 @@ Per configuration, in OUT/NAME/:
                     the comparison: baseline, profile mode, `dhelix plan`, the plan run,
                     timing-only on the preset's device with representative ranks, at the
                     depth that fits (see DEPTHS)
+  vpp/              pipeline-parallel configurations only: the same four steps on
+                    Megatron's interleaved 1F1B (`--vpp preset`), at the same depth
 Exactness, in OUT/exact-LAYOUT/: the same four steps with real math on a tiny model of the
-same architecture and a reduced parallel layout (at most 4 ranks), every loss compared.
+same architecture and a reduced parallel layout (at most 4 ranks), every loss compared; the
+interleaved schedule has its own layout, one that keeps pipeline parallelism.
 """
 import argparse
 import json
@@ -37,6 +40,10 @@ QUICK = ("gpt-6.7b-a40", "llama-8b-h200")
 PICTURE_CONFIG = "llama-8b-h200"
 ITERS = 4
 PROFILE_TRIES = 3
+# A pipeline-parallel configuration's recommendation takes an option with more to it
+# (interleaving, SI) only when it is faster than a simpler one by more than this fraction:
+# virtual time has no noise, but a gain that rounds to 1.000x is not worth a flag.
+RECOMMEND_MIN_GAIN = 0.001
 
 
 def log(msg):
@@ -116,7 +123,7 @@ def pipeline(paths, d, nproc, args, env, notes, step, trace=False):
     plan, table, wpl = make_plan(paths, d, nproc)
     step("SI")
     si, ws = run_workload(paths, d, "si", nproc, args, dict(env, **si_env(paths, d, "si"), **tr("si")))
-    r = {"base": base, "prof": prof, "plan": plan, "plan_table": table, "si": si,
+    r = {"dir": d, "base": base, "prof": prof, "plan": plan, "plan_table": table, "si": si,
          "stats": plan_stats(d), "wall": {"base": wb, "prof": wp, "plan": wpl, "si": ws},
          "sizes": file_sizes(d, nproc)}
     if trace:
@@ -218,18 +225,20 @@ MEM_MODEL_TOLERANCE = 0.10
 
 def _plan_warnings(r):
     """dhelix plan's warnings about sections it could not pair (not the per-profile ones)."""
-    d = os.path.dirname(r["traces"]["base"]) if r.get("traces") else None
+    d = r.get("dir")
     if not d or not os.path.exists(os.path.join(d, "plan.err")):
         return []
     return [l.split("warning: ", 1)[1] for l in open(os.path.join(d, "plan.err"))
             if "warning: section" in l]
 
 
-def small_layout(cfg):
+def small_layout(cfg, vpp=1):
     """The exactness run's layout: the configuration's parallel dimensions, each cut to 2,
-    tensor parallelism first, then context, pipeline, data, while the ranks stay <= 4."""
+    tensor parallelism first, then context, pipeline, data, while the ranks stay <= 4. With
+    VPP > 1 (the interleaved schedule) pipeline parallelism comes second, so that the layout
+    keeps it, and the model has pp x VPP layers, one per virtual stage."""
     lay, n = {"tp": 1, "cp": 1, "pp": 1, "dp": 1}, 1
-    for k in ("tp", "cp", "pp", "dp"):
+    for k in ("tp", "pp", "cp", "dp") if vpp > 1 else ("tp", "cp", "pp", "dp"):
         if cfg[k] > 1 and n * 2 <= 4:
             lay[k], n = 2, n * 2
     model = "gpt-tiny" if cfg["arch"] == "gpt" else "llama-tiny"
@@ -238,11 +247,14 @@ def small_layout(cfg):
     if lay["dp"] > 1:
         args += ["--dist-opt", "--overlap-grad-reduce"]
     name = model + "-" + "-".join("%s%d" % (k, v) for k, v in lay.items() if v > 1)
+    if vpp > 1:
+        args += ["--layers", str(lay["pp"] * vpp), "--vpp", str(vpp)]
+        name += "-vpp%d" % vpp
     return name, n, args
 
 
-def exactness(paths, out, cfg, cache, step):
-    name, n, args = small_layout(cfg)
+def exactness(paths, out, cfg, cache, step, vpp=1):
+    name, n, args = small_layout(cfg, vpp)
     if name in cache:
         return dict(cache[name], shared=True)
     d = os.path.join(out, "exact-" + name)
@@ -307,10 +319,114 @@ def bench_config(paths, out, cfg, opts, cache, progress):
     ex = exactness(paths, out, cfg, cache, step)
     res["exact"] = ex.get("exact")
     res["exactness"] = ex
+    if cfg["pp"] > 1:
+        res["interleaved"] = interleaved(paths, out, cfg, res, cache, step)
+        res["run_this"] = recommend(res)
     if res.get("baseline_mfu") is not None and res.get("si_mfu") is not None:
         res["mfu_gain_points"] = 100 * (res["si_mfu"] - res["baseline_mfu"])
     res["wall_s"] = time.monotonic() - t0
     return res
+
+
+def interleaved(paths, out, cfg, res, cache, step):
+    """A pipeline-parallel configuration on Megatron's interleaved 1F1B: `--vpp preset` (the
+    preset's assumed virtual-stage count, presets.c; Megatron's overlap_p2p_comm, the
+    workload's default), otherwise the non-interleaved comparison's flags, through the same
+    four steps in OUT/NAME/vpp/, at the same depth or, when that runs out of device memory,
+    the next one of DEPTHS; there the non-interleaved baseline runs again, so the two
+    schedules compare at one depth. Then the small-math exactness run with --vpp."""
+    d = os.path.join(out, cfg["name"], "vpp")
+    iv = {"notes": []}
+    start = res.get("layers") or cfg["layers"]
+    depths = [start] + [int(p) * cfg["pp"] for p in DEPTHS if p != "full" and int(p) * cfg["pp"] < start]
+    for i, layers in enumerate(depths):
+        args = ["--preset", cfg["name"], "--layers", str(layers), "--iters", str(ITERS), "--vpp", "preset"]
+        iv["layers"] = layers
+        try:
+            r = pipeline(paths, d, cfg["processes"], args, {}, iv["notes"],
+                         lambda s: step("interleaved: %s (%d layers)" % (s, layers)))
+            iv.update(comparison_metrics(r))
+            iv["vpp"] = r["base"].get("vpp")
+            iv.update(bubble_model(cfg, iv["vpp"]))
+            iv.pop("error", None)
+            break
+        except RunError as e:
+            iv["error"] = str(e)
+            if e.kind == "oom" and i + 1 < len(depths):
+                iv["notes"].append("interleaved, %d layers: %s; trying fewer" % (layers, e))
+                log("  %s" % iv["notes"][-1])
+                continue
+            break
+    if iv.get("baseline_ms") is not None:
+        ref = res.get("baseline_ms") if iv["layers"] == res.get("layers") else None
+        if ref is None:
+            try:
+                step("non-interleaved baseline (%d layers)" % iv["layers"])
+                ref = steady(run_workload(paths, d, "base1f1b", cfg["processes"],
+                                          ["--preset", cfg["name"], "--layers", str(iv["layers"]),
+                                           "--iters", str(ITERS)])[0], "time_ms")
+            except RunError as e:
+                iv["notes"].append("non-interleaved baseline at %d layers: %s" % (iv["layers"], e))
+        iv["noninterleaved_baseline_ms"] = ref
+        iv["over_noninterleaved"] = ref / iv["baseline_ms"] if ref else None
+    if iv.get("vpp"):
+        ex = exactness(paths, out, cfg, cache, step, iv["vpp"])
+        iv["exact"] = ex.get("exact")
+        iv["exactness"] = ex
+    else:
+        iv["exact"] = None
+    return iv
+
+
+def bubble_model(cfg, vpp):
+    """What the smaller bubble alone gains: with m micro-batches per pipeline (micro-batch 1,
+    as every preset) an iteration of 1F1B lasts about m + pp - 1 micro-batch slots, of the
+    interleaved schedule m + (pp - 1) / V (Narayanan et al. 2021, section 2.2)."""
+    m, pp = cfg["gbs"] // cfg["dp"], cfg["pp"]
+    if not vpp or m <= 0:
+        return {}
+    return {"microbatches": m, "bubble_model_speedup": (m + pp - 1) / (m + (pp - 1) / vpp)}
+
+
+def recommend(res):
+    """Which schedule a user should run, with or without SI: the fastest exact option, each
+    option's iteration time taken relative to the non-interleaved baseline of its own depth;
+    an option within RECOMMEND_MIN_GAIN of a simpler one (in the order below) is no faster."""
+    iv = res.get("interleaved") or {}
+    flag = "--vpp %d" % iv["vpp"] if iv.get("vpp") else "--vpp preset"
+    over = iv.get("over_noninterleaved")
+    options = [("non-interleaved", "non-interleaved", 1.0 if res.get("baseline_ms") else None, True),
+               ("interleaved", "interleaved (%s)" % flag, 1 / over if over else None, True),
+               ("non-interleaved+si", "non-interleaved + SI",
+                1 / res["speedup"] if res.get("speedup") else None, res.get("exact")),
+               ("interleaved+si", "interleaved (%s) + SI" % flag,
+                1 / (over * iv["speedup"]) if over and iv.get("speedup") else None, iv.get("exact"))]
+    usable = [o for o in options if o[2] is not None and o[3] is True]
+    if not usable:
+        return {"option": None, "text": "-"}
+    fastest = min(o[2] for o in usable)
+    key, label, rel, _ = next(o for o in usable if o[2] <= fastest * (1 + RECOMMEND_MIN_GAIN))
+    if key.endswith("+si"):
+        text = "%s (SI %.3fx)" % (label, res["speedup"] if key.startswith("non") else iv["speedup"])
+    else:
+        si = res if key.startswith("non") else iv
+        text = "%s, %s" % (label, _si_word(si.get("speedup"), si.get("exact")))
+        if key == "non-interleaved":
+            text += "; interleaving %s" % ("%.3fx" % over if over else "not measured")
+    return {"option": key, "label": label, "flags": flag if key.startswith("interleaved") else "",
+            "si": key.endswith("+si"), "vs_noninterleaved_baseline": 1 / rel, "text": text}
+
+
+def _si_word(speedup, exact):
+    if exact is not True:
+        return "SI not exact" if exact is False else "SI's exactness not established"
+    if speedup is None:
+        return "SI not measured"
+    if speedup < 1 - RECOMMEND_MIN_GAIN:
+        return "SI slows it (%.3fx)" % speedup
+    if speedup <= 1 + RECOMMEND_MIN_GAIN:
+        return "SI adds nothing (%.3fx)" % speedup
+    return "SI %.3fx" % speedup
 
 
 def overhead(paths, out):
@@ -462,7 +578,14 @@ def main():
     else:
         report.print_footer(doc)
     progress("done in %.0f s; everything is in %s" % (doc["wall_s"], out))
-    return 0 if all(r.get("exact") is True and not r.get("error") for r in results) else 1
+    return 0 if all(measured_and_exact(r) for r in results) else 1
+
+
+def measured_and_exact(r):
+    """Exit status 0 needs every comparison measured and exact, the interleaved one too."""
+    iv = r.get("interleaved")
+    return (r.get("exact") is True and not r.get("error") and
+            (iv is None or (iv.get("exact") is True and not iv.get("error"))))
 
 
 if __name__ == "__main__":

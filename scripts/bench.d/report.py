@@ -12,6 +12,10 @@ COLS = (("config", 19, "<"), ("layers", 6, ">"), ("TF/s base", 9, ">"), ("SI", 6
         ("plan", 5, ">"), ("hidden", 6, ">"), ("+mem", 6, ">"),
         ("MiB meas", 8, ">"), ("plan", 5, ">"), ("ratio", 6, ">"), ("plan s", 6, ">"),
         ("exact", 5, ">"), ("paper", 8, ">"))
+# Pipeline-parallel configurations: both schedules, SI on each, and which one to run.
+PP_COLS = (("config", 19, "<"), ("layers", 6, ">"), ("1F1B ms", 9, ">"), ("SI", 6, ">"), ("vpp", 3, ">"),
+           ("interl. ms", 10, ">"), ("vs 1F1B", 7, ">"), ("+SI ms", 9, ">"), ("SI", 6, ">"), ("exact", 5, ">"),
+           ("run this", 0, "<"))
 
 
 def f(v, fmt, none="-"):
@@ -47,8 +51,31 @@ def row_cells(r):
             f(r.get("planning_s"), "%.3f"), exact_word(r), paper_word(r)]
 
 
-def _line(cells):
-    return "  ".join(c.ljust(w) if a == "<" else c.rjust(w) for c, (_, w, a) in zip(cells, COLS)).rstrip()
+def _line(cells, cols=COLS):
+    return "  ".join(c.ljust(w) if a == "<" else c.rjust(w) for c, (_, w, a) in zip(cells, cols)).rstrip()
+
+
+def pp_cells(r):
+    """The pipeline-parallel row: both schedules at the interleaved runs' depth."""
+    iv = r.get("interleaved") or {}
+    ex = iv.get("exactness") or {}
+    return [r["name"], "%s/%d" % (iv.get("layers", "-"), r["layers_full"]),
+            f(iv.get("noninterleaved_baseline_ms"), "%.1f"), f(r.get("speedup"), "%.3f"), f(iv.get("vpp"), "%d"),
+            f(iv.get("baseline_ms"), "%.1f"), f(iv.get("over_noninterleaved"), "%.3f"), f(iv.get("si_ms"), "%.1f"),
+            f(iv.get("speedup"), "%.3f"), exact_word(iv) if ex else "-", (r.get("run_this") or {}).get("text", "-")]
+
+
+def print_pp_table(rs):
+    rs = [r for r in rs if "interleaved" in r]
+    if not rs:
+        return
+    print()
+    print("pipeline parallelism: non-interleaved 1F1B and Megatron's interleaved 1F1B (--vpp), SI on each")
+    print(_line([c[0] for c in PP_COLS], PP_COLS))
+    for r in rs:
+        print(_line(pp_cells(r), PP_COLS))
+        if r["interleaved"].get("error"):
+            print("    interleaved: " + r["interleaved"]["error"])
 
 
 def print_header():
@@ -63,6 +90,7 @@ def print_row(r):
 
 def print_footer(doc):
     o = doc["overhead"]
+    print_pp_table(doc["configs"])
     print()
     print("layers: depth of the comparison runs / the model's; TF/s: TFLOP/s per GPU (Megatron's formula);"
           " speedup: baseline / SI iteration time;")
@@ -70,6 +98,11 @@ def print_footer(doc):
           " hidden: share of the baseline's")
     print("exposed communication that SI hid; +mem: extra peak device memory, MiB meas the same in MiB, plan the planned MiB, ratio plan/measured (! when more than 10% off); exact: every loss bit-identical"
           " in the small-math run; paper: its speedup (or MFU points)")
+    if any("interleaved" in r for r in doc["configs"]):
+        print("pipeline parallelism: 1F1B ms the non-interleaved baseline, SI its speedup; interl. ms the interleaved"
+              " baseline (vpp virtual stages per rank), vs 1F1B its speedup over the")
+        print("non-interleaved; +SI ms SI on the interleaved schedule, SI its speedup against the interleaved"
+              " baseline, exact its small-math run; run this: the fastest exact option")
     if o.get("error"):
         print("shim overhead: " + o["error"])
     else:
@@ -77,11 +110,13 @@ def print_footer(doc):
               % (f(o["passthrough_ns_per_call"], "%.1f"), f(o["queued_ns_per_call"], "%.1f"),
                  f(o["dispatcher_ops_per_s"], "%.3g")))
     for r in doc["configs"]:
-        for n in r.get("notes", []):
+        iv = r.get("interleaved") or {}
+        for n in r.get("notes", []) + iv.get("notes", []):
             print("note: %s: %s" % (r["name"], n))
-        ex = r.get("exactness", {})
-        if ex.get("error"):
-            print("note: %s: exactness run: %s" % (r["name"], ex["error"]))
+        for what, ex in (("exactness run", r.get("exactness", {})),
+                         ("interleaved exactness run", iv.get("exactness") or {})):
+            if ex.get("error"):
+                print("note: %s: %s: %s" % (r["name"], what, ex["error"]))
 
 
 def machine():
@@ -170,6 +205,33 @@ def _what_si_did(rs):
                       "planning s", "exact (small-math layout)"], rows)
 
 
+def _pipeline(rs):
+    rows = []
+    for r in rs:
+        iv = r["interleaved"]
+        ex = iv.get("exactness") or {}
+        vpp = "--vpp %d" % iv["vpp"] if iv.get("vpp") else "--vpp preset"
+        rows.append([r["name"], "%s of %d" % (iv.get("layers", "-"), r["layers_full"]),
+                     f(iv.get("noninterleaved_baseline_ms"), "%.1f"),
+                     "%s (%s)" % (f(r.get("si_ms"), "%.1f"), f(r.get("speedup"), "%.3fx")),
+                     "%s (%s)" % (f(iv.get("baseline_ms"), "%.1f"), vpp),
+                     f(iv.get("over_noninterleaved"), "%.3fx"), f(iv.get("si_ms"), "%.1f"),
+                     f(iv.get("speedup"), "%.3fx"), _pairing(iv),
+                     "%s (%s)" % (exact_word(iv), ex.get("layout", "?")) if ex else "-",
+                     (r.get("run_this") or {}).get("text", "-") +
+                     (" (error: %s)" % iv["error"] if iv.get("error") else "")])
+    return _md_table(["configuration", "layers", "non-interleaved baseline ms", "SI on it ms (speedup)",
+                      "interleaved baseline ms", "interleaved vs non-interleaved", "SI on interleaved ms",
+                      "SI vs interleaved baseline", "paired groups per iteration on interleaved, done/planned",
+                      "exact, interleaved (small-math layout)", "run this"], rows)
+
+
+def _pairing(iv):
+    cells = ["r%s %d/%d" % (rank, round(p["done_per_iter"]), p["planned_per_iter"])
+             for rank, p in sorted((iv.get("pairing") or {}).items(), key=lambda x: int(x[0]))]
+    return ", ".join(cells) or "-"
+
+
 def _pct(v):
     return None if v is None else 100 * v
 
@@ -214,6 +276,12 @@ def write_docs(doc, root):
         "",
         _what_si_did(rs),
         "",
+    ]
+    pp = [r for r in rs if "interleaved" in r]
+    if pp:
+        text += ["## Pipeline parallelism: which schedule to run", "", _pipeline(pp), "",
+                 analysis.pipeline_findings(pp), ""]
+    text += [
         analysis.definitions(),
         "",
         "## One layer, baseline and SI",

@@ -74,7 +74,8 @@ def _why(rc, err):
     lines = [l for l in err.splitlines() if l.strip() and not l.startswith("-")]
     # The first message of the vgpu, the shim or the program says more than MPI's last one.
     first = [l for l in lines if re.match(r"(vgpu|dhelix|workload)\b", l)
-             and re.search(r"mismatch|fail|error|hazard|abort", l, re.I)]
+             and re.search(r"mismatch|fail|error|hazard|abort", l, re.I)] or \
+        [l for l in lines if re.match(r"workload\[\d+\]: ", l)]  # the program's own fatal message
     why = (first or lines[-1:] or [""])[0][:240]
     kind = "order" if "mismatch" in why else "failed"
     return kind, "exit status %d%s" % (rc, ": " + why if why else "")

@@ -82,8 +82,9 @@ static void json(const wl_report_t *r)
     printf(" \"dp\": %d, \"tp\": %d, \"pp\": %d, \"cp\": %d, \"ep\": %d, \"sp\": %d, \"mbs\": %d, \"gbs\": %d, "
            "\"seq\": %d, \"layers\": %d, \"hidden\": %d,\n",
            c->dp, c->tp, c->pp, c->cp, c->ep, c->sp, c->mbs, c->gbs, c->m.seq, c->m.layers, c->m.hidden);
-    printf(" \"gpus\": %d, \"processes\": %d, \"represent\": %d, \"timing_only\": %d, \"flops_per_iter\": %.6e,\n",
-           r->world, r->nproc, c->represent, c->timing_only, r->flops);
+    printf(" \"vpp\": %d, \"gpus\": %d, \"processes\": %d, \"represent\": %d, \"timing_only\": %d, "
+           "\"flops_per_iter\": %.6e,\n",
+           c->vpp, r->world, r->nproc, c->represent, c->timing_only, r->flops);
     printf(" \"iterations\": [");
     for (int i = 0; i < r->n; i++)
         printf("%s\n  {\"iter\": %d, \"loss\": %.9g, \"loss_hex\": \"%a\", \"time_ms\": %.6f, "
