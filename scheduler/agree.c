@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agree_int.h"
 #include "common/config.h"
 #include "common/log.h"
 
@@ -94,7 +95,13 @@ int dh_agree_needed(void)
     return dh__ag.size > 1;
 }
 
-static uint64_t dh__now_ns(void)
+int dh__agree_size(void)
+{
+    pthread_once(&dh__ag.once, dh__env);
+    return dh__ag.size;
+}
+
+uint64_t dh__agree_now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -102,9 +109,9 @@ static uint64_t dh__now_ns(void)
 }
 
 /* Milliseconds left before deadline (ns), at least 0. */
-static int dh__left_ms(uint64_t deadline)
+int dh__agree_left_ms(uint64_t deadline)
 {
-    uint64_t now = dh__now_ns();
+    uint64_t now = dh__agree_now_ns();
     return now >= deadline ? 0 : (int)((deadline - now) / 1000000ull) + 1;
 }
 
@@ -127,7 +134,7 @@ static int dh__job_port(void)
 }
 
 /* Where rank 0 listens; 0, or -1 with *why set when no address can be found. */
-static int dh__address(char *host, size_t hn, int *port, const char **why)
+int dh__agree_address(char *host, size_t hn, int *port, const char **why)
 {
     const dh_config_t *cfg = dh_config();
     const char *ma = getenv("MASTER_ADDR"), *mp = getenv("MASTER_PORT");
@@ -152,7 +159,7 @@ static int dh__address(char *host, size_t hn, int *port, const char **why)
     return 0;
 }
 
-static int dh__send_all(int fd, const void *buf, size_t n)
+int dh__agree_send_all(int fd, const void *buf, size_t n)
 {
     const char *p = buf;
     while (n > 0) {
@@ -168,12 +175,12 @@ static int dh__send_all(int fd, const void *buf, size_t n)
 }
 
 /* Reads n bytes before deadline; -1 on a timeout, an error or the peer closing. */
-static int dh__recv_all(int fd, void *buf, size_t n, uint64_t deadline)
+int dh__agree_recv_all(int fd, void *buf, size_t n, uint64_t deadline)
 {
     char *p = buf;
     while (n > 0) {
         struct pollfd pf = {.fd = fd, .events = POLLIN};
-        int r = poll(&pf, 1, dh__left_ms(deadline));
+        int r = poll(&pf, 1, dh__agree_left_ms(deadline));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -208,7 +215,7 @@ static void dh__hub_send_all(uint64_t key, uint64_t d)
 {
     uint64_t m[2] = {key, d};
     for (int r = 0; r < dh__ag.size; r++)
-        if (dh__hub.fd[r] >= 0 && dh__send_all(dh__hub.fd[r], m, sizeof m) < 0) {
+        if (dh__hub.fd[r] >= 0 && dh__agree_send_all(dh__hub.fd[r], m, sizeof m) < 0) {
             close(dh__hub.fd[r]);
             dh__hub.fd[r] = -1;
         }
@@ -342,8 +349,8 @@ static void dh__hub_accept(void)
     if (fd < 0)
         return;
     uint64_t m[2];
-    if (dh__recv_all(fd, m, sizeof m, dh__now_ns() + 2000000000ull) < 0 || m[0] == 0 ||
-        m[0] >= (uint64_t)dh__ag.size || dh__hub.fd[m[0]] >= 0) {
+    if (dh__agree_recv_all(fd, m, sizeof m, dh__agree_now_ns() + 2000000000ull) < 0 ||
+        m[0] == 0 || m[0] >= (uint64_t)dh__ag.size || dh__hub.fd[m[0]] >= 0) {
         close(fd);
         return;
     }
@@ -381,7 +388,7 @@ static void *dh__hub_main(void *arg)
             }
         if (live == 0 && !listening)
             break;
-        int wait = listening ? dh__left_ms(dh__hub.deadline) : -1;
+        int wait = listening ? dh__agree_left_ms(dh__hub.deadline) : -1;
         if (listening && wait == 0) {
             /* Not every rank connected in time: nobody waits for them. */
             close(dh__hub.ls);
@@ -403,7 +410,8 @@ static void *dh__hub_main(void *arg)
                 continue;
             }
             uint64_t m[2];
-            if (dh__recv_all(pf[i].fd, m, sizeof m, dh__now_ns() + 1000000000ull) < 0) {
+            uint64_t until = dh__agree_now_ns() + 1000000000ull;
+            if (dh__agree_recv_all(pf[i].fd, m, sizeof m, until) < 0) {
                 lost = 1;
                 break;
             }
@@ -480,7 +488,7 @@ static int dh__open_rank0(int port, uint64_t deadline)
 
 /* A TCP connection to host:port, retried until deadline (rank 0 may not listen yet); the
  * socket, or -1 (*resolved says whether the host resolved). */
-static int dh__connect(const char *host, int port, uint64_t deadline, int *resolved)
+int dh__agree_connect(const char *host, int port, uint64_t deadline, int *resolved)
 {
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
@@ -489,7 +497,7 @@ static int dh__connect(const char *host, int port, uint64_t deadline, int *resol
     if (!*resolved)
         return -1;
     int fd = -1;
-    while (dh__left_ms(deadline) > 1) {
+    while (dh__agree_left_ms(deadline) > 1) {
         fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
             break;
@@ -505,13 +513,13 @@ static int dh__connect(const char *host, int port, uint64_t deadline, int *resol
 static int dh__open_peer(const char *host, int port, uint64_t deadline)
 {
     int resolved;
-    int fd = dh__connect(host, port, deadline, &resolved);
+    int fd = dh__agree_connect(host, port, deadline, &resolved);
     if (fd < 0)
         return -1;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     uint64_t me[2] = {(uint64_t)dh__ag.rank, dh__ag.mask};
-    if (dh__send_all(fd, me, sizeof me) < 0) {
+    if (dh__agree_send_all(fd, me, sizeof me) < 0) {
         close(fd);
         return -1;
     }
@@ -537,11 +545,11 @@ static int dh__open(void)
     char host[256];
     int port = 0;
     const char *why = NULL;
-    if (dh__address(host, sizeof host, &port, &why) < 0) {
+    if (dh__agree_address(host, sizeof host, &port, &why) < 0) {
         dh__break(why);
         return -1;
     }
-    uint64_t deadline = dh__now_ns() + (uint64_t)dh_config()->agree_timeout_ms * 2000000ull;
+    uint64_t deadline = dh__agree_now_ns() + (uint64_t)dh_config()->agree_timeout_ms * 2000000ull;
     int rc = dh__ag.rank == 0 ? dh__open_rank0(port, deadline)
                               : dh__open_peer(host, port, deadline);
     if (rc < 0) {
@@ -592,7 +600,7 @@ static void dh__poll_decisions(void)
             return;
         uint64_t m[2];
         int d;
-        if (dh__recv_all(dh__ag.fd, m, sizeof m, dh__now_ns() + 1000000000ull) < 0) {
+        if (dh__agree_recv_all(dh__ag.fd, m, sizeof m, dh__agree_now_ns() + 1000000000ull) < 0) {
             dh__break("the hub closed the channel");
             return;
         }
@@ -610,14 +618,14 @@ static int dh__round(uint64_t key, int v)
     if (dh__covers(dh__ag.no_key, key))
         return 0;
     uint64_t m[2] = {key, (uint64_t)v};
-    uint64_t deadline = dh__now_ns() + (uint64_t)dh_config()->agree_timeout_ms * 1000000ull;
-    if (dh__send_all(dh__ag.fd, m, sizeof m) < 0) {
+    uint64_t deadline = dh__agree_now_ns() + (uint64_t)dh_config()->agree_timeout_ms * 1000000ull;
+    if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0) {
         dh__break("the hub closed the channel");
         return -1;
     }
     for (;;) {
         int d;
-        if (dh__recv_all(dh__ag.fd, m, sizeof m, deadline) < 0) {
+        if (dh__agree_recv_all(dh__ag.fd, m, sizeof m, deadline) < 0) {
             char why[96];
             snprintf(why, sizeof why, "no decision within %lld ms",
                      (long long)dh_config()->agree_timeout_ms);
@@ -633,7 +641,7 @@ int dh_agree_vote(uint64_t key, int yes)
 {
     if (!dh_agree_needed())
         return yes != 0;
-    uint64_t t0 = dh__now_ns();
+    uint64_t t0 = dh__agree_now_ns();
     int d = 0;
     if (dh_config()->test_agree_silent == dh__ag.rank && dh__ag.st.rounds >= 2 &&
         !dh__ag.silent) {
@@ -649,11 +657,11 @@ int dh_agree_vote(uint64_t key, int yes)
         } else {
             /* A no decides by itself: nobody waits for it, and it waits for nobody. */
             uint64_t m[2] = {key, 0};
-            if (dh__send_all(dh__ag.fd, m, sizeof m) < 0)
+            if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0)
                 dh__break("the hub closed the channel");
         }
     }
-    uint64_t dt = dh__now_ns() - t0;
+    uint64_t dt = dh__agree_now_ns() - t0;
     DH_DEBUG(SCHED, "agreement: vote %d on iteration %llu pair %llu sub %llu: %d (%llu us)", yes,
              (unsigned long long)(key >> 24), (unsigned long long)(key >> 8 & 0xffff),
              (unsigned long long)(key & 0xff), d, (unsigned long long)(dt / 1000));
@@ -681,7 +689,7 @@ void dh_agree_set_mask(uint64_t mask)
     dh__ag.mask = mask;
     if (dh__ag.opened && !dh__ag.broken && dh__ag.fd >= 0) {
         uint64_t m[2] = {DH__MASK, mask};
-        if (dh__send_all(dh__ag.fd, m, sizeof m) < 0)
+        if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0)
             dh__break("the hub closed the channel");
     }
 }
@@ -697,7 +705,7 @@ int dh_agree_switch(uint64_t k, int ready)
     if (!ready) {
         /* Not ready decides the round by itself: nobody waits for it, it waits for nobody. */
         uint64_t m[2] = {key, 0};
-        if (dh__send_all(dh__ag.fd, m, sizeof m) < 0)
+        if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0)
             dh__break("the hub closed the channel");
         return 0;
     }
@@ -723,160 +731,6 @@ void dh_agree_close(void)
     if (dh__ag.fd >= 0)
         close(dh__ag.fd);
     dh__ag.fd = -1;
-}
-
-/* ---- bytes: every rank's to rank 0, rank 0's answer to every rank (dh_agree_exchange) ----
- * Its own connections, on the channel's port + 1, made by the calling thread (auto mode's
- * planning thread, never the job's), so that a transfer of megabytes never holds up a
- * vote. A message is (rank or length, 64 bits) then the bytes. */
-
-static int dh__xsend(int fd, uint64_t head, const char *buf, size_t len)
-{
-    uint64_t h[2] = {head, (uint64_t)len};
-    return dh__send_all(fd, h, sizeof h) < 0 || (len && dh__send_all(fd, buf, len) < 0) ? -1 : 0;
-}
-
-/* Reads (head, length, bytes) before deadline into *buf (malloc'ed); -1 on failure. */
-static int dh__xrecv(int fd, uint64_t *head, char **buf, size_t *len, uint64_t deadline)
-{
-    uint64_t h[2];
-    *buf = NULL;
-    if (dh__recv_all(fd, h, sizeof h, deadline) < 0 || h[1] > ((uint64_t)1 << 34))
-        return -1;
-    char *b = malloc(h[1] + 1);
-    if (!b || dh__recv_all(fd, b, h[1], deadline) < 0) {
-        free(b);
-        return -1;
-    }
-    b[h[1]] = '\0';
-    *head = h[0];
-    *buf = b;
-    *len = h[1];
-    return 0;
-}
-
-static int dh__x_rank0(int port, const char *buf, size_t len, dh_agree_answer_fn fn, void *ctx,
-                       char **reply, size_t *rlen, char *why, size_t whylen, uint64_t deadline)
-{
-    int n = dh__ag.size, got = 1, rc = -1;
-    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int *fd = malloc((size_t)n * sizeof *fd);
-    char **in = calloc((size_t)n, sizeof *in);
-    size_t *inlen = calloc((size_t)n, sizeof *inlen);
-    int one = 1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_ANY)};
-    if (ls >= 0)
-        setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (ls < 0 || !fd || !in || !inlen || bind(ls, (struct sockaddr *)&a, sizeof a) < 0 ||
-        listen(ls, 128) < 0) {
-        snprintf(why, whylen, "rank 0 cannot listen on port %d: %s", port, strerror(errno));
-        n = 0;
-    }
-    for (int r = 0; r < n; r++)
-        fd[r] = -1;
-    if (n > 0) {
-        in[0] = (char *)buf;
-        inlen[0] = len;
-    }
-    while (n > 0 && got < n) {
-        struct pollfd pf = {.fd = ls, .events = POLLIN};
-        int k = poll(&pf, 1, dh__left_ms(deadline));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            snprintf(why, whylen, "%d of %d ranks delivered their profile within %lld ms", got,
-                     n, (long long)dh_config()->auto_timeout_ms);
-            break;
-        }
-        int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
-        uint64_t r;
-        char *b;
-        size_t bl;
-        if (c < 0)
-            continue;
-        if (dh__xrecv(c, &r, &b, &bl, deadline) < 0 || r == 0 || r >= (uint64_t)n || fd[r] >= 0) {
-            free(b);
-            close(c);
-            continue;
-        }
-        fd[r] = c;
-        in[r] = b;
-        inlen[r] = bl;
-        got++;
-    }
-    if (n > 0 && got == n) {
-        rc = fn(ctx, (const char *const *)in, inlen, n, reply, rlen) == 0 ? 0 : -1;
-        if (rc < 0)
-            snprintf(why, whylen, "rank 0 made no answer");
-    }
-    /* Everyone connected hears the answer, or that there is none (length 0). */
-    for (int r = 1; r < n; r++) {
-        if (fd[r] < 0)
-            continue;
-        dh__xsend(fd[r], 0, rc == 0 ? *reply : NULL, rc == 0 ? *rlen : 0);
-        close(fd[r]);
-        free(in[r]);
-    }
-    if (ls >= 0)
-        close(ls);
-    free(fd);
-    free(in);
-    free(inlen);
-    return rc;
-}
-
-static int dh__x_peer(const char *host, int port, const char *buf, size_t len, char **reply,
-                      size_t *rlen, char *why, size_t whylen, uint64_t deadline)
-{
-    int resolved;
-    int fd = dh__connect(host, port, deadline, &resolved);
-    if (!resolved) {
-        snprintf(why, whylen, "cannot resolve %s", host);
-        return -1;
-    }
-    uint64_t head = 0;
-    if (fd < 0 || dh__xsend(fd, (uint64_t)dh__ag.rank, buf, len) < 0) {
-        snprintf(why, whylen, "cannot reach rank 0 on %s:%d", host, port);
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    /* Rank 0 waits up to the timeout for the last profile, then plans. */
-    int rc = dh__xrecv(fd, &head, reply, rlen, deadline + (uint64_t)dh_config()->auto_timeout_ms *
-                                                              1000000ull);
-    close(fd);
-    if (rc < 0 || *rlen == 0) {
-        snprintf(why, whylen, rc < 0 ? "no answer from rank 0 in time"
-                                     : "rank 0 did not get every rank's profile in time");
-        free(*reply);
-        *reply = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-int dh_agree_exchange(const char *buf, size_t len, dh_agree_answer_fn fn, void *ctx,
-                      char **reply, size_t *rlen, char *why, size_t whylen)
-{
-    *reply = NULL;
-    *rlen = 0;
-    if (!dh_agree_needed()) {
-        const char *in[1] = {buf};
-        size_t inlen[1] = {len};
-        return fn(ctx, in, inlen, 1, reply, rlen) == 0 ? 0 : -1;
-    }
-    char host[256];
-    int port = 0;
-    const char *w = NULL;
-    if (dh__address(host, sizeof host, &port, &w) < 0) {
-        snprintf(why, whylen, "%s", w);
-        return -1;
-    }
-    uint64_t deadline = dh__now_ns() + (uint64_t)dh_config()->auto_timeout_ms * 1000000ull;
-    return dh__ag.rank == 0
-               ? dh__x_rank0(port + 1, buf, len, fn, ctx, reply, rlen, why, whylen, deadline)
-               : dh__x_peer(host, port + 1, buf, len, reply, rlen, why, whylen, deadline);
 }
 
 int dh_agree_rank(void)
