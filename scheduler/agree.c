@@ -32,10 +32,15 @@
 #include "common/log.h"
 
 #define DH__BROKEN UINT64_MAX
-/* Auto mode's switch rounds (dh_agree_switch): key DH__SW | k, k the iteration boundary.
+/* Auto mode's switch rounds: key DH__SW | k, k the iteration boundary (dh_agree_switch),
+ * and DH__SW | DH__BACK | k for the switch back (dh_agree_switch_back): two families of
+ * rounds with their own state at the hub. Votes 0 (not ready), 1 (ready), 2 (never: no
+ * round of the family will be decided yes, DH__NEVER, and a decision 2 says so).
  * DH__MASK: (DH__MASK, mask) replaces the sender's pair bits (a plan attached later). */
 #define DH__SW (1ull << 62)
 #define DH__MASK (1ull << 61)
+#define DH__BACK (1ull << 60)
+#define DH__NEVER 2
 #define DH__PENDING 64            /* undecided rounds the hub tracks at once */
 
 static struct {
@@ -45,6 +50,7 @@ static struct {
     /* Used by the one voting thread at a time (agree.h): */
     int opened, broken, silent, fd; /* fd: this rank's connection to the hub */
     uint64_t no_key;              /* the lowest key known decided no in its iteration, 0 */
+    int sw_never[2];              /* a switch family was decided "never" (any round) */
     /* guarded by lock: */
     pthread_mutex_t lock;
     dh_agree_stats_t st;
@@ -60,13 +66,15 @@ static struct {
     uint64_t pend[DH__PENDING];   /* keys with a yes and no decision */
     int npend;
     uint64_t deadline;            /* for the connections */
-    /* Switch rounds: every rank votes at every boundary k, in order; a rank, once ready,
-     * stays ready. sw_last[r]: 1 + the last k rank r voted on (0 none); sw_yes[r]: the
-     * first k it voted ready on (UINT64_MAX none). sw_pend: boundaries with a waiting
-     * ready vote. */
-    uint64_t *sw_last, *sw_yes;
-    uint64_t sw_pend[DH__PENDING];
-    int sw_npend;
+    /* Switch rounds, per family (0: to SI, 1: back): every rank votes at every boundary k
+     * of the family, in order; a rank, once ready, stays ready. last[r]: 1 + the last k
+     * rank r voted on (0 none); yes[r]: the first k it voted ready on (UINT64_MAX none).
+     * pend: boundaries with a waiting ready vote. never: a rank voted never. */
+    struct dh__swf {
+        uint64_t *last, *yes;
+        uint64_t pend[DH__PENDING];
+        int npend, never;
+    } sw[2];
 } dh__hub;
 
 static int dh__env_int(const char *a, const char *b, const char *c, int def)
@@ -282,48 +290,57 @@ static void dh__hub_vote(int r, uint64_t key, uint64_t yes)
     dh__hub_settle();
 }
 
-/* Decides the switch rounds that can be: no once a rank voted "not ready" on k, yes once
- * every rank voted ready on k. */
-static void dh__hub_sw_settle(void)
+/* Decides the switch rounds of family f that can be: never once a rank voted never (on
+ * any k: it will not be ready, so nobody must wait for it), no once a rank voted "not
+ * ready" on k, yes once every rank voted ready on k. */
+static void dh__hub_sw_settle(int f)
 {
-    for (int i = 0; i < dh__hub.sw_npend;) {
-        uint64_t k = dh__hub.sw_pend[i];
-        int d = 1;
-        for (int r = 0; r < dh__ag.size && d != 0; r++) {
-            if (dh__hub.sw_last[r] < k + 1)
+    struct dh__swf *w = &dh__hub.sw[f];
+    for (int i = 0; i < w->npend;) {
+        uint64_t k = w->pend[i];
+        int d = w->never ? DH__NEVER : 1;
+        for (int r = 0; r < dh__ag.size && d == 1; r++) {
+            if (w->last[r] < k + 1)
                 d = -1; /* rank r has not got to boundary k yet */
-            else if (dh__hub.sw_yes[r] > k)
+            else if (w->yes[r] > k)
                 d = 0;  /* it was not ready there */
         }
+        for (int r = 0; r < dh__ag.size && d < 0; r++)
+            if (w->last[r] >= k + 1 && w->yes[r] > k)
+                d = 0;
         if (d < 0) {
             i++;
             continue;
         }
-        dh__hub_send_all(DH__SW | k, (uint64_t)d);
-        dh__hub.sw_pend[i] = dh__hub.sw_pend[--dh__hub.sw_npend];
+        dh__hub_send_all(DH__SW | (f ? DH__BACK : 0) | k, (uint64_t)d);
+        w->pend[i] = w->pend[--w->npend];
     }
 }
 
-static void dh__hub_sw_vote(int r, uint64_t k, uint64_t ready)
+static void dh__hub_sw_vote(int f, int r, uint64_t k, uint64_t v)
 {
-    if (k + 1 > dh__hub.sw_last[r])
-        dh__hub.sw_last[r] = k + 1;
-    if (ready && dh__hub.sw_yes[r] == UINT64_MAX)
-        dh__hub.sw_yes[r] = k;
+    struct dh__swf *w = &dh__hub.sw[f];
+    if (k + 1 > w->last[r])
+        w->last[r] = k + 1;
+    if (v == DH__NEVER)
+        w->never = 1;
+    else if (v && w->yes[r] == UINT64_MAX)
+        w->yes[r] = k;
     int known = 0;
-    for (int i = 0; i < dh__hub.sw_npend; i++)
-        known |= dh__hub.sw_pend[i] == k;
-    if (ready && !known && dh__hub.sw_npend < DH__PENDING)
-        dh__hub.sw_pend[dh__hub.sw_npend++] = k;
-    else if (ready && !known)
-        dh__hub_send_all(DH__SW | k, 0);
-    dh__hub_sw_settle();
+    for (int i = 0; i < w->npend; i++)
+        known |= w->pend[i] == k;
+    if (v == 1 && !known && w->npend < DH__PENDING)
+        w->pend[w->npend++] = k;
+    else if (v == 1 && !known)
+        dh__hub_send_all(DH__SW | (f ? DH__BACK : 0) | k, w->never ? DH__NEVER : 0);
+    dh__hub_sw_settle(f);
 }
 
 static void dh__hub_msg(int r, uint64_t key, uint64_t val)
 {
     if (key & DH__SW) {
-        dh__hub_sw_vote(r, key & ~DH__SW, val);
+        int f = (key & DH__BACK) != 0;
+        dh__hub_sw_vote(f, r, key & ~(DH__SW | DH__BACK), val);
     } else if (key == DH__MASK) {
         dh__hub.mask[r] = val;
         dh__hub_settle();
@@ -452,10 +469,13 @@ static int dh__open_rank0(int port, uint64_t deadline)
     dh__hub.mask = malloc(n * sizeof *dh__hub.mask);
     dh__hub.vkey = calloc(n, sizeof *dh__hub.vkey);
     dh__hub.vval = calloc(n, sizeof *dh__hub.vval);
-    dh__hub.sw_last = calloc(n, sizeof *dh__hub.sw_last);
-    dh__hub.sw_yes = malloc(n * sizeof *dh__hub.sw_yes);
-    if (!dh__hub.fd || !dh__hub.mask || !dh__hub.vkey || !dh__hub.vval || !dh__hub.sw_last ||
-        !dh__hub.sw_yes ||
+    int sw_ok = 1;
+    for (int f = 0; f < 2; f++) {
+        dh__hub.sw[f].last = calloc(n, sizeof *dh__hub.sw[f].last);
+        dh__hub.sw[f].yes = malloc(n * sizeof *dh__hub.sw[f].yes);
+        sw_ok &= dh__hub.sw[f].last && dh__hub.sw[f].yes;
+    }
+    if (!dh__hub.fd || !dh__hub.mask || !dh__hub.vkey || !dh__hub.vval || !sw_ok ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
         close(ls);
         return -1;
@@ -463,7 +483,7 @@ static int dh__open_rank0(int port, uint64_t deadline)
     for (size_t r = 0; r < n; r++) {
         dh__hub.fd[r] = -1;
         dh__hub.mask[r] = UINT64_MAX; /* a rank not connected yet may vote on anything */
-        dh__hub.sw_yes[r] = UINT64_MAX;
+        dh__hub.sw[0].yes[r] = dh__hub.sw[1].yes[r] = UINT64_MAX;
     }
     dh__hub.fd[0] = sp[0];
     dh__hub.mask[0] = dh__ag.mask;
@@ -535,6 +555,9 @@ static void dh__break(const char *why)
         DH_WARN(SCHED, "agreement between ranks failed (%s): every iteration runs in program "
                 "order from here on", why);
     dh__ag.broken = 1;
+    pthread_mutex_lock(&dh__ag.lock);
+    dh__ag.st.broken = 1;
+    pthread_mutex_unlock(&dh__ag.lock);
     if (dh__ag.fd >= 0)
         close(dh__ag.fd);
     dh__ag.fd = -1;
@@ -573,6 +596,8 @@ static int dh__take_decision(const uint64_t m[2], uint64_t key, int *d)
         return 1;
     }
     if (m[0] & DH__SW) {
+        if (m[1] == DH__NEVER)
+            dh__ag.sw_never[(m[0] & DH__BACK) != 0] = 1;
         if (m[0] != key)
             return 0; /* a switch round this rank did not wait for */
         *d = (int)m[1];
@@ -694,23 +719,42 @@ void dh_agree_set_mask(uint64_t mask)
     }
 }
 
+/* A switch round of family f (0 or DH__BACK) at boundary k with vote v: the decision 1, 0,
+ * or DH__NEVER (also for a broken channel, which decides nothing more). */
+static int dh__switch(uint64_t f, uint64_t k, int v)
+{
+    if (dh__ag.broken || dh__ag.silent || (!dh__ag.opened && dh__open() != 0))
+        return DH__NEVER;
+    dh__ag.opened = 1;
+    dh__poll_decisions();
+    if (dh__ag.broken || dh__ag.sw_never[f != 0])
+        return DH__NEVER;
+    uint64_t key = DH__SW | f | (k & ~(DH__SW | DH__MASK | DH__BACK));
+    if (v != 1) {
+        /* Not ready, or never, decides the round by itself: nobody waits for it, and it
+         * waits for nobody. */
+        uint64_t m[2] = {key, (uint64_t)v};
+        if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0)
+            dh__break("the hub closed the channel");
+        return v == DH__NEVER ? DH__NEVER : 0;
+    }
+    int d = dh__round(key, 1);
+    return d < 0 ? DH__NEVER : d;
+}
+
 int dh_agree_switch(uint64_t k, int ready)
 {
     if (!dh_agree_needed())
-        return ready != 0;
-    if (dh__ag.broken || dh__ag.silent || (!dh__ag.opened && dh__open() != 0))
-        return 0;
-    dh__ag.opened = 1;
-    uint64_t key = DH__SW | (k & ~(DH__SW | DH__MASK));
-    if (!ready) {
-        /* Not ready decides the round by itself: nobody waits for it, it waits for nobody. */
-        uint64_t m[2] = {key, 0};
-        if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0)
-            dh__break("the hub closed the channel");
-        return 0;
-    }
-    int d = dh__round(key, 1);
-    return d > 0;
+        return ready == DH__NEVER ? -1 : ready != 0;
+    int d = dh__switch(0, k, ready == DH__NEVER ? DH__NEVER : ready != 0);
+    return d == DH__NEVER ? -1 : d;
+}
+
+int dh_agree_switch_back(uint64_t k, int yes)
+{
+    if (!dh_agree_needed())
+        return yes != 0;
+    return dh__switch(DH__BACK, k, yes != 0) == 1;
 }
 
 void dh_agree_open(void)

@@ -422,7 +422,7 @@ void dh_auto_submit(const dh_op_desc_t *d)
     if (!boundary)
         return;
     int ready = atomic_load(&dh__a.ready);
-    if (!dh_agree_switch(k, ready))
+    if (dh_agree_switch(k, ready) != 1) /* 0 not yet; -1 never (a broken channel) */
         return;
     pthread_mutex_lock(&dh__s.lock);
     pthread_mutex_lock(&dh__a.lock);
