@@ -129,7 +129,9 @@ static int dh__x_peer(const char *host, int port, const char *buf, size_t len, c
         return -1;
     }
     uint64_t head = 0;
-    if (fd < 0 || dh__xsend(fd, (uint64_t)dh_agree_rank(), buf, len) < 0) {
+    /* DHELIX_TEST_AGREE_SILENT: a stuck peer connects and sends nothing. */
+    int silent = dh_config()->test_agree_silent == dh_agree_rank();
+    if (fd < 0 || (!silent && dh__xsend(fd, (uint64_t)dh_agree_rank(), buf, len) < 0)) {
         snprintf(why, whylen, "cannot reach rank 0 on %s:%d", host, port);
         if (fd >= 0)
             close(fd);
