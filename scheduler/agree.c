@@ -219,14 +219,19 @@ static int dh__covers(uint64_t no_key, uint64_t key)
     return no_key && (no_key >> 24) == (key >> 24) && key >= no_key;
 }
 
-static void dh__hub_send_all(uint64_t key, uint64_t d)
+static void dh__hub_send(int r, uint64_t key, uint64_t d)
 {
     uint64_t m[2] = {key, d};
+    if (dh__hub.fd[r] >= 0 && dh__agree_send_all(dh__hub.fd[r], m, sizeof m) < 0) {
+        close(dh__hub.fd[r]);
+        dh__hub.fd[r] = -1;
+    }
+}
+
+static void dh__hub_send_all(uint64_t key, uint64_t d)
+{
     for (int r = 0; r < dh__ag.size; r++)
-        if (dh__hub.fd[r] >= 0 && dh__agree_send_all(dh__hub.fd[r], m, sizeof m) < 0) {
-            close(dh__hub.fd[r]);
-            dh__hub.fd[r] = -1;
-        }
+        dh__hub_send(r, key, d);
 }
 
 /* Decides what can be decided among the pending rounds. */
@@ -322,9 +327,15 @@ static void dh__hub_sw_vote(int f, int r, uint64_t k, uint64_t v)
     struct dh__swf *w = &dh__hub.sw[f];
     if (k + 1 > w->last[r])
         w->last[r] = k + 1;
-    if (v == DH__NEVER)
+    if (v == DH__NEVER && !w->never) {
+        /* Every rank hears it now, not only the ready ones that wait: a rank still without
+         * a plan (its own may never come) learns at its next vote that none will be used;
+         * one that connects later, or missed it, at its first vote after (below). */
         w->never = 1;
-    else if (v && w->yes[r] == UINT64_MAX)
+        dh__hub_send_all(DH__SW | (f ? DH__BACK : 0) | k, DH__NEVER);
+    } else if (w->never && v != 1) {
+        dh__hub_send(r, DH__SW | (f ? DH__BACK : 0) | k, DH__NEVER);
+    } else if (v && v != DH__NEVER && w->yes[r] == UINT64_MAX)
         w->yes[r] = k;
     int known = 0;
     for (int i = 0; i < w->npend; i++)

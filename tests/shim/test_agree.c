@@ -6,6 +6,8 @@
  *           every rank's round answers -1, and a later ready vote answers -1 at once (a
  *           rank waiting for the votes of a rank that stopped voting would hang until the
  *           timeout and break the channel);
+ *   never_unready  the same while nobody is ready: the others' later "not ready" votes
+ *           answer -1 (a rank still waiting for its plan gives up too);
  *   back    the switch-back rounds are their own: every rank was ready in the switch
  *           rounds, yet rank 0's no decides the switch-back round no for all; all yes: yes;
  *   late    a rank that never comes to the switch-back round: the others answer no within
@@ -62,6 +64,23 @@ static void scenario_never(void)
         expect("switch round 2 after a never", dh_agree_switch(2, 1), -1);
         expect_ms("switch round 2 after a never", now_ms() - t0, 0, 500);
     }
+}
+
+/* Nobody is ready when rank 2 votes never: the others learn it at a later vote all the
+ * same (their own plans may never come: they must not wait for them to give up). */
+static void scenario_never_unready(void)
+{
+    if (g_rank == 2) {
+        expect("switch round 0, rank 2 votes never", dh_agree_switch(0, 2), -1);
+        return;
+    }
+    int got = 0;
+    double t0 = now_ms();
+    for (uint64_t k = 0; got == 0 && now_ms() - t0 < 2000; k++) {
+        got = dh_agree_switch(k, 0);
+        usleep(20 * 1000);
+    }
+    expect("a not-ready rank's vote after rank 2's never", got, -1);
 }
 
 static void scenario_back(void)
@@ -155,6 +174,7 @@ int main(void)
     for (size_t i = 0; i < sizeof launcher / sizeof launcher[0]; i++)
         unsetenv(launcher[i]);
     int bad = job("never", 3, 3000, scenario_never);
+    bad |= job("never_unready", 3, 3000, scenario_never_unready);
     bad |= job("back", 3, 3000, scenario_back);
     bad |= job("late", 2, 300, scenario_late);
     bad |= job("alone", 1, 3000, scenario_alone);

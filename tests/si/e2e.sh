@@ -61,15 +61,17 @@
 #       run's on the same iterations, kept after rank 0's measurement; auto_cache: a second
 #       start reuses DHELIX_PLAN_CACHE and switches at iteration 0; auto_pp_1f1b auto_pp_tp
 #       auto_dp_ogr: the plan predicts no gain: not used, passthrough (auto_passthrough)
-#   auto_reject auto_measured auto_silent (scenario_auto_off): a plan that does not help is
-#       not used, and every rank then runs passthrough: auto_reject, tp_sp under
-#       DHELIX_AUTO_MIN_GAIN=1000 (rejected by its prediction); auto_measured, tp_sp on
-#       a40-div64-interfere.json, where SI loses although the planner predicts a gain
+#   auto_reject auto_measured auto_silent auto_busy (scenario_auto_off): a plan that does
+#       not help is not used, and every rank then runs passthrough: auto_reject, tp_sp
+#       under DHELIX_AUTO_MIN_GAIN=1000 (rejected by its prediction); auto_measured, tp_sp
+#       on a40-div64-interfere.json, where SI loses although the planner predicts a gain
 #       (rank 0's measurement takes every rank back at one iteration); auto_silent, a peer
 #       that never sends its profile (DHELIX_TEST_AGREE_SILENT, DHELIX_AUTO_TIMEOUT_MS=200:
-#       no plan, bounded). Each: exact, one line per rank, mode passthrough with nothing
-#       deferred after it, fewer kernels deferred than launched, and the iterations after
-#       it exactly as long as the baseline's (virtual time: the shim adds nothing there)
+#       no plan, bounded); auto_busy, the exchange's port held by a listener that never
+#       answers (rank 0's "never" takes rank 1 along). Each: exact, one line per rank,
+#       mode passthrough with nothing deferred after it, fewer kernels deferred than
+#       launched, and the iterations after it exactly as long as the baseline's (virtual
+#       time: the shim adds nothing there)
 #   diverge_tpdp (4 ranks, TP=2 x DP=2) diverge_pp (2 ranks, PP=2 interleaved)
 #       one rank at a time diverges (WL_INJECT KIND@ITER:RANK: query, sync, extra, missing)
 #       while its peers follow the plan: exact, no collective mismatch, no vote timed out,
@@ -1124,6 +1126,10 @@ PY
 #             the switch, and the iterations it ran with SI were slower than the baseline's
 #   silent    tp_sp, 20 iterations: rank 1 never sends its profile (DHELIX_TEST_AGREE_SILENT)
 #             and rank 0 gives up after DHELIX_AUTO_TIMEOUT_MS=200: no plan on any rank
+#   busy      tp_sp, 12 iterations: the exchange's port (DHELIX_AGREE_ADDR's + 1) is held by
+#             a listener that never answers: rank 0 cannot plan, rank 1 waits for an answer
+#             (DHELIX_AUTO_TIMEOUT_MS, a minute) that never comes; rank 0's "never" vote
+#             must take rank 1 to passthrough long before
 scenario_auto_off() {
   local kind=$1 n=2 args=(--model gpt-tiny --tp 2 --gbs 4 --mbs 1) envs why same=0
   case $kind in
@@ -1131,11 +1137,35 @@ scenario_auto_off() {
     measured) args+=(--iters 12); envs=(); why="Strand Interleaving"; same=1 ;;
     silent) args+=(--iters 20); envs=(DHELIX_TEST_AGREE_SILENT=1 DHELIX_AUTO_TIMEOUT_MS=200)
             why="" ;;
+    busy) args+=(--iters 12); why="" ;;
   esac
+  local holder=""
+  if [ "$kind" = busy ]; then
+    # A free pair of ports below the ephemeral range; the listener holds the second.
+    local port
+    port=$(python3 -c 'import random, socket
+for _ in range(200):
+    p = random.randrange(21000, 31000, 2)
+    try:
+        for q in (p, p + 1):
+            s = socket.socket(); s.bind(("0.0.0.0", q)); s.close()
+        print(p); break
+    except OSError:
+        pass')
+    python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
+held = []
+while True:
+    held.append(s.accept()[0])' $((port + 1)) &
+    holder=$!
+    envs=("DHELIX_AGREE_ADDR=127.0.0.1:$port")
+    sleep 0.3
+  fi
   wl_run base "$n" -- "${args[@]}"
   run_ok base || return
   wl_run auto "$n" DHELIX_MODE=auto "LD_PRELOAD=$shim" DHELIX_STATS=json \
     "DHELIX_STATS_FILE=$work/auto.stats.%p.json" "${envs[@]}" -- "${args[@]}"
+  [ -n "$holder" ] && kill "$holder" 2>/dev/null
   run_ok auto base || return
   auto_passthrough auto "$n" "$why" "$same"
   local files
@@ -1200,6 +1230,15 @@ PY
       if grep -qi "mismatch on communicator" "$work/auto.err"; then
         fail "auto: the vgpu saw a collective out of order"
       fi ;;
+    busy)
+      local s0 s1
+      s0=$(sij meta auto_status $files | awk '$1 == 0' | grep -c "cannot listen")
+      s1=$(sij meta auto_status $files | awk '$1 == 1' | grep -c "another rank will hold no plan")
+      if [ "$s0" = 1 ] && [ "$s1" = 1 ]; then
+        pass "auto: rank 0 could not plan, rank 1 gave up on its word (auto_status)"
+      else
+        fail "auto: auto_status: $(sij meta auto_status $files | tr '\n' ' ')"
+      fi ;;
   esac
 }
 
@@ -1254,7 +1293,7 @@ case $scenario in
   auto_tpdp) set -- auto 4 0 --model gpt-tiny --tp 2 --dp 2 --dist-opt --overlap-grad-reduce --gbs 8 --mbs 1 --iters 8 ;;
   auto_cache) set -- auto 2 1 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 ;;
   # A plan that does not help (scenario_auto_off).
-  auto_reject | auto_silent) set -- auto_off "${scenario#auto_}" ;;
+  auto_reject | auto_silent | auto_busy) set -- auto_off "${scenario#auto_}" ;;
   auto_measured) device=$root/tests/si/a40-div64-interfere.json; set -- auto_off measured ;;
   # Where the plan pairs nothing (pipeline stages, the data-parallel reduction): auto mode
   # does not use it, says why, and stays exact.
