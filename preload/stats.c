@@ -80,7 +80,11 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
     DH__META_NUM("pool_fresh_allocs", mp.fresh);
     DH__META_NUM("pool_fresh_bytes", mp.fresh_bytes);
     DH__META_NUM("pool_cross_refused", mp.refused_cross);
-    if (dh_sched_mode() == DH_MODE_PLAN) {
+    dh_auto_stats_t a;
+    if (dh_auto_on())
+        dh_auto_stats(&a);
+    /* A plan ran: plan mode, or auto mode until it switched back. */
+    if (dh_sched_mode() == DH_MODE_PLAN || (dh_auto_on() && a.switched)) {
         DH__META_NUM("plan_iterations", st.plan_iterations);
         DH__META_NUM("plan_desyncs", st.plan_desyncs);
         DH__META_NUM("plan_resyncs", st.plan_resyncs);
@@ -103,9 +107,7 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
         DH__META_NUM("agree_mean_us", st.agree_waits ? st.agree_total_ns / st.agree_waits / 1000 : 0);
     }
     if (dh_auto_on()) {
-        dh_auto_stats_t a;
         char v[32];
-        dh_auto_stats(&a);
         DH_CHECK(dh_table_meta(t, "auto_status", DH_CELL_STR, a.status));
         DH_CHECK(dh_table_meta(t, "auto_cache", DH_CELL_STR,
                                !dh_config()->plan_cache[0] ? "off" : a.cache_hit ? "hit" : "miss"));
@@ -118,6 +120,15 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
         snprintf(v, sizeof v, "%.4f", a.predicted);
         DH_CHECK(dh_table_meta(t, "auto_predicted_speedup", DH_CELL_NUM, v));
         DH__META_NUM("auto_profile_ops", a.profile_ops);
+        snprintf(v, sizeof v, "%lld", (long long)a.passthrough_iteration);
+        DH_CHECK(dh_table_meta(t, "auto_passthrough_iteration", DH_CELL_NUM, v));
+        DH__META_NUM("auto_deferred_after_passthrough", a.deferred_after);
+        snprintf(v, sizeof v, "%.4f", a.measured);
+        DH_CHECK(dh_table_meta(t, "auto_measured_speedup", DH_CELL_NUM, v));
+        snprintf(v, sizeof v, "%.4f", a.measured_base_ms);
+        DH_CHECK(dh_table_meta(t, "auto_measured_program_order_ms", DH_CELL_NUM, v));
+        snprintf(v, sizeof v, "%.4f", a.measured_si_ms);
+        DH_CHECK(dh_table_meta(t, "auto_measured_si_ms", DH_CELL_NUM, v));
     }
 #undef DH__META_NUM
     return DH_OK;
@@ -131,8 +142,9 @@ static dh_status_t dh__stats_meta(dh_table_t *t, const dh_config_t *cfg)
     host[sizeof(host) - 1] = '\0';
     snprintf(pid, sizeof(pid), "%ld", (long)getpid());
     DH_CHECK(dh_table_meta(t, "version", DH_CELL_STR, dh_version()));
-    /* The mode that ran (passthrough when a plan could not be used). */
-    int deferring = dh_sched_mode() != DH_MODE_PASSTHROUGH;
+    /* The mode that ran (passthrough when a plan could not be used); auto mode's counts
+     * stay when it went passthrough (what it deferred before, and that nothing after). */
+    int deferring = dh_sched_mode() != DH_MODE_PASSTHROUGH || dh_auto_on();
     DH_CHECK(dh_table_meta(t, "mode", DH_CELL_STR, dh_mode_name(dh_sched_mode())));
     DH_CHECK(dh_table_meta(t, "requested_mode", DH_CELL_STR, dh_mode_name(cfg->mode)));
     DH_CHECK(dh_table_meta(t, "rank", DH_CELL_STR, dh_log_rank()));
@@ -250,7 +262,7 @@ static dh_status_t dh__pairing_rows(dh_table_t *t, const dh_pairing_stats_t *p)
  * in the middle of followed iterations by cause with the first one's call site. */
 static dh_status_t dh__pairing_render(dh_fmt_t fmt, dh_strbuf_t *out)
 {
-    if (dh_sched_mode() != DH_MODE_PLAN)
+    if (dh_sched_mode() != DH_MODE_PLAN && !dh_auto_on())
         return DH_OK;
     dh_pairing_stats_t p;
     dh_pairing_stats(&p);

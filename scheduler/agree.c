@@ -27,14 +27,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agree_int.h"
 #include "common/config.h"
 #include "common/log.h"
 
 #define DH__BROKEN UINT64_MAX
-/* Auto mode's switch rounds (dh_agree_switch): key DH__SW | k, k the iteration boundary.
+/* Auto mode's switch rounds: key DH__SW | k, k the iteration boundary (dh_agree_switch),
+ * and DH__SW | DH__BACK | k for the switch back (dh_agree_switch_back): two families of
+ * rounds with their own state at the hub. Votes 0 (not ready), 1 (ready), 2 (never: no
+ * round of the family will be decided yes, DH__NEVER, and a decision 2 says so).
  * DH__MASK: (DH__MASK, mask) replaces the sender's pair bits (a plan attached later). */
 #define DH__SW (1ull << 62)
 #define DH__MASK (1ull << 61)
+#define DH__BACK (1ull << 60)
+#define DH__NEVER 2
 #define DH__PENDING 64            /* undecided rounds the hub tracks at once */
 
 static struct {
@@ -44,6 +50,7 @@ static struct {
     /* Used by the one voting thread at a time (agree.h): */
     int opened, broken, silent, fd; /* fd: this rank's connection to the hub */
     uint64_t no_key;              /* the lowest key known decided no in its iteration, 0 */
+    int sw_never[2];              /* a switch family was decided "never" (any round) */
     /* guarded by lock: */
     pthread_mutex_t lock;
     dh_agree_stats_t st;
@@ -59,13 +66,15 @@ static struct {
     uint64_t pend[DH__PENDING];   /* keys with a yes and no decision */
     int npend;
     uint64_t deadline;            /* for the connections */
-    /* Switch rounds: every rank votes at every boundary k, in order; a rank, once ready,
-     * stays ready. sw_last[r]: 1 + the last k rank r voted on (0 none); sw_yes[r]: the
-     * first k it voted ready on (UINT64_MAX none). sw_pend: boundaries with a waiting
-     * ready vote. */
-    uint64_t *sw_last, *sw_yes;
-    uint64_t sw_pend[DH__PENDING];
-    int sw_npend;
+    /* Switch rounds, per family (0: to SI, 1: back): every rank votes at every boundary k
+     * of the family, in order; a rank, once ready, stays ready. last[r]: 1 + the last k
+     * rank r voted on (0 none); yes[r]: the first k it voted ready on (UINT64_MAX none).
+     * pend: boundaries with a waiting ready vote. never: a rank voted never. */
+    struct dh__swf {
+        uint64_t *last, *yes;
+        uint64_t pend[DH__PENDING];
+        int npend, never;
+    } sw[2];
 } dh__hub;
 
 static int dh__env_int(const char *a, const char *b, const char *c, int def)
@@ -94,7 +103,13 @@ int dh_agree_needed(void)
     return dh__ag.size > 1;
 }
 
-static uint64_t dh__now_ns(void)
+int dh__agree_size(void)
+{
+    pthread_once(&dh__ag.once, dh__env);
+    return dh__ag.size;
+}
+
+uint64_t dh__agree_now_ns(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -102,9 +117,9 @@ static uint64_t dh__now_ns(void)
 }
 
 /* Milliseconds left before deadline (ns), at least 0. */
-static int dh__left_ms(uint64_t deadline)
+int dh__agree_left_ms(uint64_t deadline)
 {
-    uint64_t now = dh__now_ns();
+    uint64_t now = dh__agree_now_ns();
     return now >= deadline ? 0 : (int)((deadline - now) / 1000000ull) + 1;
 }
 
@@ -127,7 +142,7 @@ static int dh__job_port(void)
 }
 
 /* Where rank 0 listens; 0, or -1 with *why set when no address can be found. */
-static int dh__address(char *host, size_t hn, int *port, const char **why)
+int dh__agree_address(char *host, size_t hn, int *port, const char **why)
 {
     const dh_config_t *cfg = dh_config();
     const char *ma = getenv("MASTER_ADDR"), *mp = getenv("MASTER_PORT");
@@ -152,7 +167,7 @@ static int dh__address(char *host, size_t hn, int *port, const char **why)
     return 0;
 }
 
-static int dh__send_all(int fd, const void *buf, size_t n)
+int dh__agree_send_all(int fd, const void *buf, size_t n)
 {
     const char *p = buf;
     while (n > 0) {
@@ -168,12 +183,12 @@ static int dh__send_all(int fd, const void *buf, size_t n)
 }
 
 /* Reads n bytes before deadline; -1 on a timeout, an error or the peer closing. */
-static int dh__recv_all(int fd, void *buf, size_t n, uint64_t deadline)
+int dh__agree_recv_all(int fd, void *buf, size_t n, uint64_t deadline)
 {
     char *p = buf;
     while (n > 0) {
         struct pollfd pf = {.fd = fd, .events = POLLIN};
-        int r = poll(&pf, 1, dh__left_ms(deadline));
+        int r = poll(&pf, 1, dh__agree_left_ms(deadline));
         if (r < 0 && errno == EINTR)
             continue;
         if (r <= 0)
@@ -204,14 +219,19 @@ static int dh__covers(uint64_t no_key, uint64_t key)
     return no_key && (no_key >> 24) == (key >> 24) && key >= no_key;
 }
 
-static void dh__hub_send_all(uint64_t key, uint64_t d)
+static void dh__hub_send(int r, uint64_t key, uint64_t d)
 {
     uint64_t m[2] = {key, d};
+    if (dh__hub.fd[r] >= 0 && dh__agree_send_all(dh__hub.fd[r], m, sizeof m) < 0) {
+        close(dh__hub.fd[r]);
+        dh__hub.fd[r] = -1;
+    }
+}
+
+static void dh__hub_send_all(uint64_t key, uint64_t d)
+{
     for (int r = 0; r < dh__ag.size; r++)
-        if (dh__hub.fd[r] >= 0 && dh__send_all(dh__hub.fd[r], m, sizeof m) < 0) {
-            close(dh__hub.fd[r]);
-            dh__hub.fd[r] = -1;
-        }
+        dh__hub_send(r, key, d);
 }
 
 /* Decides what can be decided among the pending rounds. */
@@ -275,48 +295,63 @@ static void dh__hub_vote(int r, uint64_t key, uint64_t yes)
     dh__hub_settle();
 }
 
-/* Decides the switch rounds that can be: no once a rank voted "not ready" on k, yes once
- * every rank voted ready on k. */
-static void dh__hub_sw_settle(void)
+/* Decides the switch rounds of family f that can be: never once a rank voted never (on
+ * any k: it will not be ready, so nobody must wait for it), no once a rank voted "not
+ * ready" on k, yes once every rank voted ready on k. */
+static void dh__hub_sw_settle(int f)
 {
-    for (int i = 0; i < dh__hub.sw_npend;) {
-        uint64_t k = dh__hub.sw_pend[i];
-        int d = 1;
-        for (int r = 0; r < dh__ag.size && d != 0; r++) {
-            if (dh__hub.sw_last[r] < k + 1)
+    struct dh__swf *w = &dh__hub.sw[f];
+    for (int i = 0; i < w->npend;) {
+        uint64_t k = w->pend[i];
+        int d = w->never ? DH__NEVER : 1;
+        for (int r = 0; r < dh__ag.size && d == 1; r++) {
+            if (w->last[r] < k + 1)
                 d = -1; /* rank r has not got to boundary k yet */
-            else if (dh__hub.sw_yes[r] > k)
+            else if (w->yes[r] > k)
                 d = 0;  /* it was not ready there */
         }
+        for (int r = 0; r < dh__ag.size && d < 0; r++)
+            if (w->last[r] >= k + 1 && w->yes[r] > k)
+                d = 0;
         if (d < 0) {
             i++;
             continue;
         }
-        dh__hub_send_all(DH__SW | k, (uint64_t)d);
-        dh__hub.sw_pend[i] = dh__hub.sw_pend[--dh__hub.sw_npend];
+        dh__hub_send_all(DH__SW | (f ? DH__BACK : 0) | k, (uint64_t)d);
+        w->pend[i] = w->pend[--w->npend];
     }
 }
 
-static void dh__hub_sw_vote(int r, uint64_t k, uint64_t ready)
+static void dh__hub_sw_vote(int f, int r, uint64_t k, uint64_t v)
 {
-    if (k + 1 > dh__hub.sw_last[r])
-        dh__hub.sw_last[r] = k + 1;
-    if (ready && dh__hub.sw_yes[r] == UINT64_MAX)
-        dh__hub.sw_yes[r] = k;
+    struct dh__swf *w = &dh__hub.sw[f];
+    if (k + 1 > w->last[r])
+        w->last[r] = k + 1;
+    if (v == DH__NEVER && !w->never) {
+        /* Every rank hears it now, not only the ready ones that wait: a rank still without
+         * a plan (its own may never come) learns at its next vote that none will be used;
+         * one that connects later, or missed it, at its first vote after (below). */
+        w->never = 1;
+        dh__hub_send_all(DH__SW | (f ? DH__BACK : 0) | k, DH__NEVER);
+    } else if (w->never && v != 1) {
+        dh__hub_send(r, DH__SW | (f ? DH__BACK : 0) | k, DH__NEVER);
+    } else if (v && v != DH__NEVER && w->yes[r] == UINT64_MAX)
+        w->yes[r] = k;
     int known = 0;
-    for (int i = 0; i < dh__hub.sw_npend; i++)
-        known |= dh__hub.sw_pend[i] == k;
-    if (ready && !known && dh__hub.sw_npend < DH__PENDING)
-        dh__hub.sw_pend[dh__hub.sw_npend++] = k;
-    else if (ready && !known)
-        dh__hub_send_all(DH__SW | k, 0);
-    dh__hub_sw_settle();
+    for (int i = 0; i < w->npend; i++)
+        known |= w->pend[i] == k;
+    if (v == 1 && !known && w->npend < DH__PENDING)
+        w->pend[w->npend++] = k;
+    else if (v == 1 && !known)
+        dh__hub_send_all(DH__SW | (f ? DH__BACK : 0) | k, w->never ? DH__NEVER : 0);
+    dh__hub_sw_settle(f);
 }
 
 static void dh__hub_msg(int r, uint64_t key, uint64_t val)
 {
     if (key & DH__SW) {
-        dh__hub_sw_vote(r, key & ~DH__SW, val);
+        int f = (key & DH__BACK) != 0;
+        dh__hub_sw_vote(f, r, key & ~(DH__SW | DH__BACK), val);
     } else if (key == DH__MASK) {
         dh__hub.mask[r] = val;
         dh__hub_settle();
@@ -342,8 +377,8 @@ static void dh__hub_accept(void)
     if (fd < 0)
         return;
     uint64_t m[2];
-    if (dh__recv_all(fd, m, sizeof m, dh__now_ns() + 2000000000ull) < 0 || m[0] == 0 ||
-        m[0] >= (uint64_t)dh__ag.size || dh__hub.fd[m[0]] >= 0) {
+    if (dh__agree_recv_all(fd, m, sizeof m, dh__agree_now_ns() + 2000000000ull) < 0 ||
+        m[0] == 0 || m[0] >= (uint64_t)dh__ag.size || dh__hub.fd[m[0]] >= 0) {
         close(fd);
         return;
     }
@@ -381,7 +416,7 @@ static void *dh__hub_main(void *arg)
             }
         if (live == 0 && !listening)
             break;
-        int wait = listening ? dh__left_ms(dh__hub.deadline) : -1;
+        int wait = listening ? dh__agree_left_ms(dh__hub.deadline) : -1;
         if (listening && wait == 0) {
             /* Not every rank connected in time: nobody waits for them. */
             close(dh__hub.ls);
@@ -403,7 +438,8 @@ static void *dh__hub_main(void *arg)
                 continue;
             }
             uint64_t m[2];
-            if (dh__recv_all(pf[i].fd, m, sizeof m, dh__now_ns() + 1000000000ull) < 0) {
+            uint64_t until = dh__agree_now_ns() + 1000000000ull;
+            if (dh__agree_recv_all(pf[i].fd, m, sizeof m, until) < 0) {
                 lost = 1;
                 break;
             }
@@ -444,10 +480,13 @@ static int dh__open_rank0(int port, uint64_t deadline)
     dh__hub.mask = malloc(n * sizeof *dh__hub.mask);
     dh__hub.vkey = calloc(n, sizeof *dh__hub.vkey);
     dh__hub.vval = calloc(n, sizeof *dh__hub.vval);
-    dh__hub.sw_last = calloc(n, sizeof *dh__hub.sw_last);
-    dh__hub.sw_yes = malloc(n * sizeof *dh__hub.sw_yes);
-    if (!dh__hub.fd || !dh__hub.mask || !dh__hub.vkey || !dh__hub.vval || !dh__hub.sw_last ||
-        !dh__hub.sw_yes ||
+    int sw_ok = 1;
+    for (int f = 0; f < 2; f++) {
+        dh__hub.sw[f].last = calloc(n, sizeof *dh__hub.sw[f].last);
+        dh__hub.sw[f].yes = malloc(n * sizeof *dh__hub.sw[f].yes);
+        sw_ok &= dh__hub.sw[f].last && dh__hub.sw[f].yes;
+    }
+    if (!dh__hub.fd || !dh__hub.mask || !dh__hub.vkey || !dh__hub.vval || !sw_ok ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
         close(ls);
         return -1;
@@ -455,7 +494,7 @@ static int dh__open_rank0(int port, uint64_t deadline)
     for (size_t r = 0; r < n; r++) {
         dh__hub.fd[r] = -1;
         dh__hub.mask[r] = UINT64_MAX; /* a rank not connected yet may vote on anything */
-        dh__hub.sw_yes[r] = UINT64_MAX;
+        dh__hub.sw[0].yes[r] = dh__hub.sw[1].yes[r] = UINT64_MAX;
     }
     dh__hub.fd[0] = sp[0];
     dh__hub.mask[0] = dh__ag.mask;
@@ -480,7 +519,7 @@ static int dh__open_rank0(int port, uint64_t deadline)
 
 /* A TCP connection to host:port, retried until deadline (rank 0 may not listen yet); the
  * socket, or -1 (*resolved says whether the host resolved). */
-static int dh__connect(const char *host, int port, uint64_t deadline, int *resolved)
+int dh__agree_connect(const char *host, int port, uint64_t deadline, int *resolved)
 {
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
@@ -489,7 +528,7 @@ static int dh__connect(const char *host, int port, uint64_t deadline, int *resol
     if (!*resolved)
         return -1;
     int fd = -1;
-    while (dh__left_ms(deadline) > 1) {
+    while (dh__agree_left_ms(deadline) > 1) {
         fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0)
             break;
@@ -505,13 +544,13 @@ static int dh__connect(const char *host, int port, uint64_t deadline, int *resol
 static int dh__open_peer(const char *host, int port, uint64_t deadline)
 {
     int resolved;
-    int fd = dh__connect(host, port, deadline, &resolved);
+    int fd = dh__agree_connect(host, port, deadline, &resolved);
     if (fd < 0)
         return -1;
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     uint64_t me[2] = {(uint64_t)dh__ag.rank, dh__ag.mask};
-    if (dh__send_all(fd, me, sizeof me) < 0) {
+    if (dh__agree_send_all(fd, me, sizeof me) < 0) {
         close(fd);
         return -1;
     }
@@ -527,6 +566,9 @@ static void dh__break(const char *why)
         DH_WARN(SCHED, "agreement between ranks failed (%s): every iteration runs in program "
                 "order from here on", why);
     dh__ag.broken = 1;
+    pthread_mutex_lock(&dh__ag.lock);
+    dh__ag.st.broken = 1;
+    pthread_mutex_unlock(&dh__ag.lock);
     if (dh__ag.fd >= 0)
         close(dh__ag.fd);
     dh__ag.fd = -1;
@@ -537,11 +579,11 @@ static int dh__open(void)
     char host[256];
     int port = 0;
     const char *why = NULL;
-    if (dh__address(host, sizeof host, &port, &why) < 0) {
+    if (dh__agree_address(host, sizeof host, &port, &why) < 0) {
         dh__break(why);
         return -1;
     }
-    uint64_t deadline = dh__now_ns() + (uint64_t)dh_config()->agree_timeout_ms * 2000000ull;
+    uint64_t deadline = dh__agree_now_ns() + (uint64_t)dh_config()->agree_timeout_ms * 2000000ull;
     int rc = dh__ag.rank == 0 ? dh__open_rank0(port, deadline)
                               : dh__open_peer(host, port, deadline);
     if (rc < 0) {
@@ -565,6 +607,8 @@ static int dh__take_decision(const uint64_t m[2], uint64_t key, int *d)
         return 1;
     }
     if (m[0] & DH__SW) {
+        if (m[1] == DH__NEVER)
+            dh__ag.sw_never[(m[0] & DH__BACK) != 0] = 1;
         if (m[0] != key)
             return 0; /* a switch round this rank did not wait for */
         *d = (int)m[1];
@@ -592,7 +636,7 @@ static void dh__poll_decisions(void)
             return;
         uint64_t m[2];
         int d;
-        if (dh__recv_all(dh__ag.fd, m, sizeof m, dh__now_ns() + 1000000000ull) < 0) {
+        if (dh__agree_recv_all(dh__ag.fd, m, sizeof m, dh__agree_now_ns() + 1000000000ull) < 0) {
             dh__break("the hub closed the channel");
             return;
         }
@@ -610,14 +654,14 @@ static int dh__round(uint64_t key, int v)
     if (dh__covers(dh__ag.no_key, key))
         return 0;
     uint64_t m[2] = {key, (uint64_t)v};
-    uint64_t deadline = dh__now_ns() + (uint64_t)dh_config()->agree_timeout_ms * 1000000ull;
-    if (dh__send_all(dh__ag.fd, m, sizeof m) < 0) {
+    uint64_t deadline = dh__agree_now_ns() + (uint64_t)dh_config()->agree_timeout_ms * 1000000ull;
+    if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0) {
         dh__break("the hub closed the channel");
         return -1;
     }
     for (;;) {
         int d;
-        if (dh__recv_all(dh__ag.fd, m, sizeof m, deadline) < 0) {
+        if (dh__agree_recv_all(dh__ag.fd, m, sizeof m, deadline) < 0) {
             char why[96];
             snprintf(why, sizeof why, "no decision within %lld ms",
                      (long long)dh_config()->agree_timeout_ms);
@@ -633,7 +677,7 @@ int dh_agree_vote(uint64_t key, int yes)
 {
     if (!dh_agree_needed())
         return yes != 0;
-    uint64_t t0 = dh__now_ns();
+    uint64_t t0 = dh__agree_now_ns();
     int d = 0;
     if (dh_config()->test_agree_silent == dh__ag.rank && dh__ag.st.rounds >= 2 &&
         !dh__ag.silent) {
@@ -649,11 +693,11 @@ int dh_agree_vote(uint64_t key, int yes)
         } else {
             /* A no decides by itself: nobody waits for it, and it waits for nobody. */
             uint64_t m[2] = {key, 0};
-            if (dh__send_all(dh__ag.fd, m, sizeof m) < 0)
+            if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0)
                 dh__break("the hub closed the channel");
         }
     }
-    uint64_t dt = dh__now_ns() - t0;
+    uint64_t dt = dh__agree_now_ns() - t0;
     DH_DEBUG(SCHED, "agreement: vote %d on iteration %llu pair %llu sub %llu: %d (%llu us)", yes,
              (unsigned long long)(key >> 24), (unsigned long long)(key >> 8 & 0xffff),
              (unsigned long long)(key & 0xff), d, (unsigned long long)(dt / 1000));
@@ -681,28 +725,47 @@ void dh_agree_set_mask(uint64_t mask)
     dh__ag.mask = mask;
     if (dh__ag.opened && !dh__ag.broken && dh__ag.fd >= 0) {
         uint64_t m[2] = {DH__MASK, mask};
-        if (dh__send_all(dh__ag.fd, m, sizeof m) < 0)
+        if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0)
             dh__break("the hub closed the channel");
     }
+}
+
+/* A switch round of family f (0 or DH__BACK) at boundary k with vote v: the decision 1, 0,
+ * or DH__NEVER (also for a broken channel, which decides nothing more). */
+static int dh__switch(uint64_t f, uint64_t k, int v)
+{
+    if (dh__ag.broken || dh__ag.silent || (!dh__ag.opened && dh__open() != 0))
+        return DH__NEVER;
+    dh__ag.opened = 1;
+    dh__poll_decisions();
+    if (dh__ag.broken || dh__ag.sw_never[f != 0])
+        return DH__NEVER;
+    uint64_t key = DH__SW | f | (k & ~(DH__SW | DH__MASK | DH__BACK));
+    if (v != 1) {
+        /* Not ready, or never, decides the round by itself: nobody waits for it, and it
+         * waits for nobody. */
+        uint64_t m[2] = {key, (uint64_t)v};
+        if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0)
+            dh__break("the hub closed the channel");
+        return v == DH__NEVER ? DH__NEVER : 0;
+    }
+    int d = dh__round(key, 1);
+    return d < 0 ? DH__NEVER : d;
 }
 
 int dh_agree_switch(uint64_t k, int ready)
 {
     if (!dh_agree_needed())
-        return ready != 0;
-    if (dh__ag.broken || dh__ag.silent || (!dh__ag.opened && dh__open() != 0))
-        return 0;
-    dh__ag.opened = 1;
-    uint64_t key = DH__SW | (k & ~(DH__SW | DH__MASK));
-    if (!ready) {
-        /* Not ready decides the round by itself: nobody waits for it, it waits for nobody. */
-        uint64_t m[2] = {key, 0};
-        if (dh__send_all(dh__ag.fd, m, sizeof m) < 0)
-            dh__break("the hub closed the channel");
-        return 0;
-    }
-    int d = dh__round(key, 1);
-    return d > 0;
+        return ready == DH__NEVER ? -1 : ready != 0;
+    int d = dh__switch(0, k, ready == DH__NEVER ? DH__NEVER : ready != 0);
+    return d == DH__NEVER ? -1 : d;
+}
+
+int dh_agree_switch_back(uint64_t k, int yes)
+{
+    if (!dh_agree_needed())
+        return yes != 0;
+    return dh__switch(DH__BACK, k, yes != 0) == 1;
 }
 
 void dh_agree_open(void)
@@ -723,160 +786,6 @@ void dh_agree_close(void)
     if (dh__ag.fd >= 0)
         close(dh__ag.fd);
     dh__ag.fd = -1;
-}
-
-/* ---- bytes: every rank's to rank 0, rank 0's answer to every rank (dh_agree_exchange) ----
- * Its own connections, on the channel's port + 1, made by the calling thread (auto mode's
- * planning thread, never the job's), so that a transfer of megabytes never holds up a
- * vote. A message is (rank or length, 64 bits) then the bytes. */
-
-static int dh__xsend(int fd, uint64_t head, const char *buf, size_t len)
-{
-    uint64_t h[2] = {head, (uint64_t)len};
-    return dh__send_all(fd, h, sizeof h) < 0 || (len && dh__send_all(fd, buf, len) < 0) ? -1 : 0;
-}
-
-/* Reads (head, length, bytes) before deadline into *buf (malloc'ed); -1 on failure. */
-static int dh__xrecv(int fd, uint64_t *head, char **buf, size_t *len, uint64_t deadline)
-{
-    uint64_t h[2];
-    *buf = NULL;
-    if (dh__recv_all(fd, h, sizeof h, deadline) < 0 || h[1] > ((uint64_t)1 << 34))
-        return -1;
-    char *b = malloc(h[1] + 1);
-    if (!b || dh__recv_all(fd, b, h[1], deadline) < 0) {
-        free(b);
-        return -1;
-    }
-    b[h[1]] = '\0';
-    *head = h[0];
-    *buf = b;
-    *len = h[1];
-    return 0;
-}
-
-static int dh__x_rank0(int port, const char *buf, size_t len, dh_agree_answer_fn fn, void *ctx,
-                       char **reply, size_t *rlen, char *why, size_t whylen, uint64_t deadline)
-{
-    int n = dh__ag.size, got = 1, rc = -1;
-    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int *fd = malloc((size_t)n * sizeof *fd);
-    char **in = calloc((size_t)n, sizeof *in);
-    size_t *inlen = calloc((size_t)n, sizeof *inlen);
-    int one = 1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_ANY)};
-    if (ls >= 0)
-        setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (ls < 0 || !fd || !in || !inlen || bind(ls, (struct sockaddr *)&a, sizeof a) < 0 ||
-        listen(ls, 128) < 0) {
-        snprintf(why, whylen, "rank 0 cannot listen on port %d: %s", port, strerror(errno));
-        n = 0;
-    }
-    for (int r = 0; r < n; r++)
-        fd[r] = -1;
-    if (n > 0) {
-        in[0] = (char *)buf;
-        inlen[0] = len;
-    }
-    while (n > 0 && got < n) {
-        struct pollfd pf = {.fd = ls, .events = POLLIN};
-        int k = poll(&pf, 1, dh__left_ms(deadline));
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            snprintf(why, whylen, "%d of %d ranks delivered their profile within %lld ms", got,
-                     n, (long long)dh_config()->auto_timeout_ms);
-            break;
-        }
-        int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
-        uint64_t r;
-        char *b;
-        size_t bl;
-        if (c < 0)
-            continue;
-        if (dh__xrecv(c, &r, &b, &bl, deadline) < 0 || r == 0 || r >= (uint64_t)n || fd[r] >= 0) {
-            free(b);
-            close(c);
-            continue;
-        }
-        fd[r] = c;
-        in[r] = b;
-        inlen[r] = bl;
-        got++;
-    }
-    if (n > 0 && got == n) {
-        rc = fn(ctx, (const char *const *)in, inlen, n, reply, rlen) == 0 ? 0 : -1;
-        if (rc < 0)
-            snprintf(why, whylen, "rank 0 made no answer");
-    }
-    /* Everyone connected hears the answer, or that there is none (length 0). */
-    for (int r = 1; r < n; r++) {
-        if (fd[r] < 0)
-            continue;
-        dh__xsend(fd[r], 0, rc == 0 ? *reply : NULL, rc == 0 ? *rlen : 0);
-        close(fd[r]);
-        free(in[r]);
-    }
-    if (ls >= 0)
-        close(ls);
-    free(fd);
-    free(in);
-    free(inlen);
-    return rc;
-}
-
-static int dh__x_peer(const char *host, int port, const char *buf, size_t len, char **reply,
-                      size_t *rlen, char *why, size_t whylen, uint64_t deadline)
-{
-    int resolved;
-    int fd = dh__connect(host, port, deadline, &resolved);
-    if (!resolved) {
-        snprintf(why, whylen, "cannot resolve %s", host);
-        return -1;
-    }
-    uint64_t head = 0;
-    if (fd < 0 || dh__xsend(fd, (uint64_t)dh__ag.rank, buf, len) < 0) {
-        snprintf(why, whylen, "cannot reach rank 0 on %s:%d", host, port);
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    /* Rank 0 waits up to the timeout for the last profile, then plans. */
-    int rc = dh__xrecv(fd, &head, reply, rlen, deadline + (uint64_t)dh_config()->auto_timeout_ms *
-                                                              1000000ull);
-    close(fd);
-    if (rc < 0 || *rlen == 0) {
-        snprintf(why, whylen, rc < 0 ? "no answer from rank 0 in time"
-                                     : "rank 0 did not get every rank's profile in time");
-        free(*reply);
-        *reply = NULL;
-        return -1;
-    }
-    return 0;
-}
-
-int dh_agree_exchange(const char *buf, size_t len, dh_agree_answer_fn fn, void *ctx,
-                      char **reply, size_t *rlen, char *why, size_t whylen)
-{
-    *reply = NULL;
-    *rlen = 0;
-    if (!dh_agree_needed()) {
-        const char *in[1] = {buf};
-        size_t inlen[1] = {len};
-        return fn(ctx, in, inlen, 1, reply, rlen) == 0 ? 0 : -1;
-    }
-    char host[256];
-    int port = 0;
-    const char *w = NULL;
-    if (dh__address(host, sizeof host, &port, &w) < 0) {
-        snprintf(why, whylen, "%s", w);
-        return -1;
-    }
-    uint64_t deadline = dh__now_ns() + (uint64_t)dh_config()->auto_timeout_ms * 1000000ull;
-    return dh__ag.rank == 0
-               ? dh__x_rank0(port + 1, buf, len, fn, ctx, reply, rlen, why, whylen, deadline)
-               : dh__x_peer(host, port + 1, buf, len, reply, rlen, why, whylen, deadline);
 }
 
 int dh_agree_rank(void)

@@ -67,13 +67,29 @@ void dh_agree_stats(dh_agree_stats_t *out);
 void dh_agree_open(void);
 
 /* Auto mode's switch (DESIGN.md invariant 9): every rank calls it at every iteration
- * boundary k (0, 1, 2, ... in its program order) until it returns 1, with ready 1 once it
- * holds the plan (and from then on). ready 0 waits for nobody and returns 0; ready 1 waits
- * (bounded by DHELIX_AGREE_TIMEOUT_MS) until every rank has voted on k and returns 1 when
- * all were ready there, so that every rank attaches the plan at the same boundary. A
- * timeout breaks the channel as dh_agree_vote does (0 from then on). One rank: ready.
- * Same thread rules as dh_agree_vote. */
+ * boundary k (0, 1, 2, ... in its program order) until it returns 1 or -1, with ready 1
+ * once it holds the plan (and from then on). ready 0 waits for nobody and returns 0;
+ * ready 1 waits (bounded by DHELIX_AGREE_TIMEOUT_MS) until every rank has voted on k and
+ * returns 1 when all were ready there, so that every rank attaches the plan at the same
+ * boundary. ready 2, "never" (this rank will hold no plan), waits for nobody, returns -1,
+ * and decides every switch round of every rank from then on: a rank that waits gets -1
+ * at once, and every other rank at its next vote, ready or not, so that nobody waits for
+ * the votes of a rank that stopped voting, nor for a plan of its own that cannot be used.
+ * -1 also when the channel is broken (a timeout breaks it as dh_agree_vote does): no rank
+ * can switch any more. One rank: 1 ready, 0 not, -1 never. Same thread rules as
+ * dh_agree_vote. */
 int dh_agree_switch(uint64_t k, int ready);
+
+/* Auto mode's switch back to program order: every rank calls it once at the same
+ * iteration boundary k (a fixed number of boundaries after the switch), rank 0 with yes 1
+ * when the ranks are to switch back (it measured no gain) and 0 otherwise, the others
+ * with yes 1. A yes waits (bounded by DHELIX_AGREE_TIMEOUT_MS) for every rank's vote on
+ * k; returns 1 when every rank voted yes, 0 otherwise (a no, a timeout, a broken
+ * channel): every rank that returns 1 switches back at k; one that timed out instead runs
+ * program order anyway (its channel is broken: every later vote of its is a no).
+ * Rounds of their own: no vote of dh_agree_switch counts here. One rank: yes. Same thread
+ * rules as dh_agree_vote. */
+int dh_agree_switch_back(uint64_t k, int yes);
 
 /* Rank 0's answer to every rank's bytes: in[r] (inlen[r] bytes) for r in [0, n); *out
  * (malloc'ed) and *outlen; 0, or -1 for no answer. */

@@ -10,6 +10,24 @@
  * without waiting; only ready ranks wait, and every rank votes at every boundary, so no
  * wait is for a vote that never comes while the ranks are in lockstep (and every wait is
  * bounded by DHELIX_AGREE_TIMEOUT_MS when they are not).
+ *
+ * Why going passthrough is safe: profile mode and passthrough both issue in program order,
+ * so a rank may leave one for the other at any op on its own, once what is queued has
+ * been issued (sched.c dh__sched_passthrough). What must not happen is a rank that stops
+ * voting while another waits for its vote: a rank that will hold no plan votes "never"
+ * (agree.h), which decides every switch round of every rank from then on, and the others
+ * go passthrough at their next boundary too. Leaving plan mode is a decision about order,
+ * so it is taken by the ranks together: once, at the boundary measure_iters + 1 after the
+ * switch (the same on every rank), on rank 0's measurement (dh_agree_switch_back); a rank
+ * whose channel broke runs program order already and may leave on its own.
+ *
+ * What is measured (rank 0): the device time from one iteration boundary to the next, an
+ * event recorded on the stream of the boundary's first op (the queue is empty there: the
+ * program has just synchronised) and waited for at once (the device is idle there too),
+ * as the workload's own per-iteration events would see it. Program order: the last
+ * measure_iters iterations before the switch (iteration 0, the warm-up, left out; the
+ * tracker's checking iteration at the switch only when there is no other); Strand
+ * Interleaving: the measure_iters iterations after the checking iteration.
  */
 #define _GNU_SOURCE
 #include "auto.h"
@@ -34,28 +52,49 @@
 #include "planner.h"
 #include "policy.h"
 #include "profile_rec.h"
+#include "real.h"
 #include "registry.h"
 #include "roles.h"
 #include "sched_int.h"
 #include "tracker.h"
 
+#define DH__RING 64 /* program-order iteration times kept (DHELIX_AUTO_MEASURE_ITERS at most) */
+
 static struct {
     int on;                       /* constant after dh_auto_init */
     _Atomic int switched;         /* plan mode attached (set under dh__s.lock) */
     _Atomic int ready;            /* plan holds a checked plan for this rank */
+    _Atomic int no_plan;          /* the planning thread: no plan will come to this rank */
+    _Atomic int done;             /* nothing more to do at any op: passthrough, or the
+                                     measurement after the switch is over */
     /* guarded by dh__s.lock: */
     int first, synced, started;
     uint64_t seg;                 /* segments the program started */
+    /* The voting thread's (agree.h: one framework thread at a boundary at a time): */
+    int measure;                  /* this rank measures (rank 0, DHELIX_AUTO_MEASURE_ITERS) */
+    uint64_t sw, back_at;         /* the switch boundary; the switch-back round's, 0 none */
+    struct {
+        cudaEvent_t ev[2];
+        int64_t ev_k[2];          /* the boundary each event marks, -1 none */
+        int dev, failed;
+        double base[DH__RING];    /* program-order iteration times (ms), a ring */
+        uint64_t nbase;
+        double probe, si;         /* the checking iteration's time; the sum of SI's */
+        int nsi, has_probe;
+    } m;
     /* guarded by lock: */
     pthread_mutex_t lock;
     dh_plan_t *plan;
     char plan_name[600];
+    char what[16], why[400];      /* "no plan" or "not used", and why (no_plan) */
     dh_auto_stats_t st;
+    uint64_t deferred_at;         /* ops deferred when passthrough started */
     double t_stop;                /* when the planning thread started (s, monotonic) */
     /* The planning thread's use of the device (the profile's events) vs exit: */
     pthread_mutex_t dev_lock;
     int exiting;                  /* guarded by dev_lock */
-} dh__a = {.first = 1, .lock = PTHREAD_MUTEX_INITIALIZER, .dev_lock = PTHREAD_MUTEX_INITIALIZER};
+} dh__a = {.first = 1, .m = {.ev_k = {-1, -1}, .dev = -1},
+           .lock = PTHREAD_MUTEX_INITIALIZER, .dev_lock = PTHREAD_MUTEX_INITIALIZER};
 
 static double dh__mono(void)
 {
@@ -81,8 +120,9 @@ int dh_auto_init(void)
 {
     dh__a.on = 1;
     dh__a.st.on = 1;
-    dh__a.st.switch_iteration = -1;
+    dh__a.st.switch_iteration = dh__a.st.passthrough_iteration = -1;
     dh__a.st.planning_ms = dh__a.st.ready_ms = -1;
+    dh__a.measure = dh_agree_rank() == 0 && dh_config()->auto_measure_iters > 0;
     snprintf(dh__a.st.status, sizeof dh__a.st.status, "profiling");
     /* Until a plan is attached, no round of the tracker is decided without this rank. */
     dh_agree_set_mask(UINT64_MAX);
@@ -184,8 +224,14 @@ static void dh__cache_write(const char *json, size_t len)
 static void dh__set_ready(dh_plan_t *p, const char *name)
 {
     pthread_mutex_lock(&dh__a.lock);
+    if (atomic_load(&dh__a.done)) { /* this rank gave up meanwhile (another had no plan) */
+        pthread_mutex_unlock(&dh__a.lock);
+        dh_plan_free(p);
+        return;
+    }
     dh__a.plan = p;
     snprintf(dh__a.plan_name, sizeof dh__a.plan_name, "%s", name);
+    snprintf(dh__a.st.status, sizeof dh__a.st.status, "plan ready, waiting for the switch");
     dh__a.st.plan_ready = 1;
     dh__a.st.predicted = dh__predicted(p);
     if (dh__a.st.planning_ms < 0)
@@ -253,6 +299,11 @@ static int dh__answer(void *ctx, const char *const *in, const size_t *inlen, int
     for (int r = 0; ok && r < n; r++) {
         char name[32], ignored[8];
         snprintf(name, sizeof name, "profile of rank %d", r);
+        if (inlen[r] == 0) { /* that rank could not read its profile (dh__plan_main) */
+            snprintf(err, sizeof err, "rank %d has no profile to give", r);
+            ok = 0;
+            break;
+        }
         ok = dh_profile_parse(in[r], inlen[r], name, &prof[r], err, sizeof err) == DH_OK;
         if (ok)
             dh_profile_trim(prof[r], 2, name, ignored, sizeof ignored);
@@ -281,17 +332,18 @@ static int dh__answer(void *ctx, const char *const *in, const size_t *inlen, int
     double gain = 1.0 + dh_config()->auto_min_gain / 100.0, sp = ok ? dh__predicted(plan) : 0;
     char *json = NULL;
     size_t jlen = 0;
+    /* "N<predicted speedup> <why>": no plan for anyone. */
     if (!ok)
-        snprintf(msg, sizeof msg, "N the planner found no plan (%s)", err);
+        snprintf(msg, sizeof msg, "N0 the planner found no plan (%.500s)", err);
     else if (sp <= gain)
-        snprintf(msg, sizeof msg, "N the plan predicts a speedup of %.3fx, not above %.3fx "
-                 "(DHELIX_AUTO_MIN_GAIN=%lld%%)", sp, gain,
+        snprintf(msg, sizeof msg, "N%.6f the plan predicts a speedup of %.3fx, not above %.3fx "
+                 "(DHELIX_AUTO_MIN_GAIN=%lld%%)", sp, sp, gain,
                  (long long)dh_config()->auto_min_gain);
     else {
         plan->planning_s = ms / 1000.0;
         ok = dh_plan_render(plan, &json, &jlen) == DH_OK;
         if (!ok)
-            snprintf(msg, sizeof msg, "N out of memory");
+            snprintf(msg, sizeof msg, "N0 out of memory");
     }
     if (ok && json) {
         *out = malloc(jlen + 2);
@@ -312,6 +364,19 @@ static int dh__answer(void *ctx, const char *const *in, const size_t *inlen, int
     return *out ? 0 : -1;
 }
 
+/* No plan will be used on this rank: the framework thread goes passthrough at its next
+ * boundary (dh__give_up), and says why then. */
+static void dh__no_plan(const char *what, const char *why)
+{
+    pthread_mutex_lock(&dh__a.lock);
+    snprintf(dh__a.what, sizeof dh__a.what, "%s", what);
+    snprintf(dh__a.why, sizeof dh__a.why, "%s", why);
+    if (!atomic_load(&dh__a.done)) /* else this rank went passthrough already, and said why */
+        snprintf(dh__a.st.status, sizeof dh__a.st.status, "%s: %.180s", what, why);
+    pthread_mutex_unlock(&dh__a.lock);
+    atomic_store(&dh__a.no_plan, 1);
+}
+
 static void *dh__plan_main(void *arg)
 {
     (void)arg;
@@ -320,48 +385,51 @@ static void *dh__plan_main(void *arg)
     size_t len = 0, rlen = 0, nops = 0;
     double t0 = dh__mono();
     pthread_mutex_lock(&dh__a.dev_lock);
-    int rc = dh__a.exiting ? -1 : dh_prof_take(&buf, &len, &nops, err, sizeof err);
+    int exiting = dh__a.exiting;
+    int rc = exiting ? -1 : dh_prof_take(&buf, &len, &nops, err, sizeof err);
     pthread_mutex_unlock(&dh__a.dev_lock);
     pthread_mutex_lock(&dh__a.lock);
     dh__a.st.profile_ops = nops;
     pthread_mutex_unlock(&dh__a.lock);
-    if (rc < 0)
+    if (rc < 0) {
         snprintf(why, sizeof why, "the profile could not be read (%.300s)", err);
+        free(buf);
+        buf = NULL;
+        len = 0;
+    }
     /* Every rank takes part, with or without a profile: an empty one tells rank 0 to give
      * up at once rather than at the timeout. */
-    if (rc == 0 && dh_agree_exchange(buf, len, dh__answer, NULL, &reply, &rlen, why,
-                                     sizeof why) < 0)
-        rc = -1;
+    char xwhy[400] = "";
+    int x = exiting ? -1 : dh_agree_exchange(buf, len, dh__answer, NULL, &reply, &rlen, xwhy,
+                                             sizeof xwhy);
     free(buf);
-    if (rc == 0 && rlen > 0 && reply[0] == 'N') {
-        if (dh_agree_rank() == 0)
-            dh_log_line(reply[1] == ' ' ? reply + 2 : reply + 1);
-        dh__status("not used: %s", reply + 2);
-        DH_WARN(PLAN, "auto: %s; the job goes on in program order", reply + 2);
-        rc = 1;
-    } else if (rc == 0) {
+    if (x < 0) {
+        if (rc == 0)
+            snprintf(why, sizeof why, "%s", xwhy);
+        dh__no_plan("no plan", why);
+    } else if (rlen > 0 && reply[0] == 'N') {
+        char *end = NULL;
+        double sp = strtod(reply + 1, &end);
+        pthread_mutex_lock(&dh__a.lock);
+        dh__a.st.predicted = sp;
+        pthread_mutex_unlock(&dh__a.lock);
+        dh__no_plan(sp > 0 ? "not used" : "no plan", end && *end == ' ' ? end + 1 : reply + 1);
+    } else {
         dh_plan_t *p = NULL;
         char name[64];
         snprintf(name, sizeof name, "the plan from rank 0");
-        if (dh_plan_parse(reply + 1, rlen - 1, name, &p, err, sizeof err) != DH_OK) {
-            snprintf(why, sizeof why, "%s", err);
-            rc = -1;
+        if (rlen == 0 || dh_plan_parse(reply + 1, rlen - 1, name, &p, err, sizeof err) != DH_OK) {
+            dh__no_plan("no plan", rlen ? err : "an empty answer from rank 0");
         } else if (!dh__usable(p, err, sizeof err)) {
-            snprintf(why, sizeof why, "%s", err);
+            dh__no_plan("no plan", err);
             dh_plan_free(p);
-            rc = -1;
         } else {
             dh__cache_write(reply + 1, rlen - 1);
             pthread_mutex_lock(&dh__a.lock);
             dh__a.st.ready_ms = (dh__mono() - t0) * 1000.0;
             pthread_mutex_unlock(&dh__a.lock);
-            dh__status("plan ready, waiting for the switch");
             dh__set_ready(p, name);
         }
-    }
-    if (rc < 0) {
-        dh__status("no plan: %s", why);
-        DH_WARN(PLAN, "auto: no plan (%s); the job goes on in program order", why);
     }
     free(reply);
     return NULL;
@@ -380,24 +448,265 @@ void dh_auto_drained(void)
     if (!go)
         return;
     dh__a.t_stop = dh__mono();
+    dh__status("planning: recording stopped, no answer from rank 0 yet");
     pthread_t t;
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &at, dh__plan_main, NULL) != 0) {
-        dh__status("no plan: cannot start the planning thread");
-        DH_WARN(PLAN, "auto: cannot start the planning thread; the job goes on in program order");
-    }
+    if (pthread_create(&t, &at, dh__plan_main, NULL) != 0)
+        dh__no_plan("no plan", "the planning thread could not start");
     pthread_attr_destroy(&at);
+}
+
+/* ---- passthrough ---- */
+
+static void dh__m_free(void);
+
+/* Framework thread, lock not held: no plan will be used on this rank from boundary k on
+ * (why: what every rank logs; mine, rank 0's own line where it differs). Drains, goes
+ * passthrough and says so in one line. */
+static void dh__passthrough(uint64_t k, const char *what, const char *why, const char *mine)
+{
+    if (atomic_exchange(&dh__a.done, 1))
+        return;
+    uint64_t deferred = dh__sched_passthrough();
+    dh__m_free();
+    char line[900];
+    snprintf(line, sizeof line, "auto: %.700s: running passthrough from iteration %llu, "
+             "nothing deferred from here on", mine && dh_agree_rank() == 0 ? mine : why,
+             (unsigned long long)k);
+    pthread_mutex_lock(&dh__a.lock);
+    /* The op being submitted (dh_auto_submit's) was captured before: it goes through the
+     * queue, at once, and is the last op counted as deferred. */
+    dh__a.deferred_at = deferred + 1;
+    dh__a.st.passthrough_iteration = (int64_t)k;
+    snprintf(dh__a.st.status, sizeof dh__a.st.status, "%s: %.150s; passthrough from iteration "
+             "%llu", what, why, (unsigned long long)k);
+    dh_plan_free(dh__a.plan);
+    dh__a.plan = NULL;
+    pthread_mutex_unlock(&dh__a.lock);
+    /* One line per rank, rank 0's whatever the level (as its switch line). */
+    if (dh_agree_rank() == 0)
+        dh_log_line(line);
+    else
+        DH_WARN(PLAN, "%s", line);
+}
+
+/* Before the switch, this rank holds no plan and never will: it votes "never" (nobody is
+ * to wait for its votes) and goes passthrough. A rank told "never" by another does too. */
+static void dh__give_up(uint64_t k, int mine)
+{
+    char what[16], why[400];
+    pthread_mutex_lock(&dh__a.lock);
+    snprintf(what, sizeof what, "%s", dh__a.what);
+    snprintf(why, sizeof why, "%s", dh__a.why);
+    pthread_mutex_unlock(&dh__a.lock);
+    if (mine) {
+        dh__passthrough(k, what, why, NULL);
+        return;
+    }
+    dh_agree_stats_t a;
+    dh_agree_stats(&a);
+    dh__passthrough(k, "no plan", a.broken ? "the agreement between ranks broke before the "
+                    "switch" : "another rank will hold no plan", NULL);
+}
+
+/* ---- measurement (rank 0, the voting thread) ---- */
+
+static void dh__m_note(uint64_t i, double ms)
+{
+    if (!atomic_load(&dh__a.switched) || i < dh__a.sw) {
+        dh__a.m.base[dh__a.m.nbase++ % DH__RING] = ms;
+    } else if (i == dh__a.sw) {
+        dh__a.m.probe = ms;
+        dh__a.m.has_probe = 1;
+    } else if (i < dh__a.back_at) {
+        dh__a.m.si += ms;
+        dh__a.m.nsi++;
+    }
+}
+
+/* Boundary k: marks it on op's stream and notes the iteration that ended here. idle: the
+ * queue is empty (every op before was replayed). */
+static void dh__mark(const dh_op_t *op, uint64_t k, int idle)
+{
+    const dh_real_t *R = dh_real();
+    int slot = (int)(k & 1), dev = -1;
+    if (k == 0 || dh__a.m.failed)
+        return; /* iteration 0 (the warm-up) is not timed */
+    if (!idle || R->cudaGetDevice(&dev) != cudaSuccess || dev != op->device ||
+        (dh__a.m.dev >= 0 && dev != dh__a.m.dev)) {
+        dh__a.m.failed = 1; /* another thread's op queued, or another device: not timed */
+        return;
+    }
+    dh__a.m.dev = dev;
+    cudaEvent_t *e = &dh__a.m.ev[slot];
+    if ((!*e && R->cudaEventCreateWithFlags(e, cudaEventDefault) != cudaSuccess) ||
+        R->cudaEventRecord(*e, op->stream) != cudaSuccess ||
+        R->cudaEventSynchronize(*e) != cudaSuccess) {
+        dh__a.m.failed = 1;
+        return;
+    }
+    float ms = 0;
+    if (dh__a.m.ev_k[!slot] == (int64_t)k - 1 &&
+        R->cudaEventElapsedTime(&ms, dh__a.m.ev[!slot], *e) == cudaSuccess) {
+        DH_DEBUG(PLAN, "auto: iteration %llu took %.4f ms (device time between boundaries)",
+                 (unsigned long long)k - 1, (double)ms);
+        dh__m_note(k - 1, ms);
+    }
+    dh__a.m.ev_k[slot] = (int64_t)k;
+}
+
+/* The measurement is over (the voting thread). */
+static void dh__m_free(void)
+{
+    for (int i = 0; i < 2; i++)
+        if (dh__a.m.ev[i])
+            dh_real()->cudaEventDestroy(dh__a.m.ev[i]);
+    dh__a.m.ev[0] = dh__a.m.ev[1] = NULL;
+    dh__a.measure = 0;
+}
+
+/* Rank 0 at the switch-back round: 1 when Strand Interleaving did not gain
+ * DHELIX_AUTO_MIN_GAIN percent over program order (line: why, for the log). */
+static int dh__verdict(char *line, size_t n)
+{
+    int want = (int)dh_config()->auto_measure_iters;
+    uint64_t nb = dh__a.m.nbase < (uint64_t)want ? dh__a.m.nbase : (uint64_t)want;
+    double base = 0, si = dh__a.m.nsi ? dh__a.m.si / dh__a.m.nsi : 0;
+    for (uint64_t j = 0; j < nb; j++)
+        base += dh__a.m.base[(dh__a.m.nbase - 1 - j) % DH__RING];
+    base = nb ? base / (double)nb : dh__a.m.has_probe ? dh__a.m.probe : 0;
+    double gain = 1.0 + (double)dh_config()->auto_min_gain / 100.0, sp = si > 0 ? base / si : 0;
+    pthread_mutex_lock(&dh__a.lock);
+    dh__a.st.measured_base_ms = base;
+    dh__a.st.measured_si_ms = si;
+    dh__a.st.measured = sp;
+    pthread_mutex_unlock(&dh__a.lock);
+    if (dh__a.m.failed || dh__a.m.nsi < want || base <= 0 || si <= 0) {
+        snprintf(line, n, "Strand Interleaving kept, not measured (%s)",
+                 dh__a.m.failed ? "the iterations could not be timed"
+                                : "no program-order iteration to compare with");
+        return 0;
+    }
+    snprintf(line, n, "Strand Interleaving measured a speedup of %.3fx over program order "
+             "(iterations %llu-%llu: %.3f ms, program order %.3f ms per iteration), %s %.3fx "
+             "(DHELIX_AUTO_MIN_GAIN=%lld%%)", sp, (unsigned long long)dh__a.sw + 1,
+             (unsigned long long)dh__a.back_at - 1, si, base, sp > gain ? "above" : "not above",
+             gain, (long long)dh_config()->auto_min_gain);
+    return sp <= gain;
+}
+
+/* At the boundaries after the switch, until the switch-back round. */
+static void dh__after_switch(uint64_t k)
+{
+    dh_agree_stats_t a;
+    if (k < dh__a.back_at) {
+        dh_agree_stats(&a);
+        if (a.broken)
+            dh__passthrough(k, "switched back", "the agreement between ranks broke: program "
+                            "order", NULL);
+        return;
+    }
+    char line[600] = "";
+    int yes = dh__a.measure ? dh__verdict(line, sizeof line) : 1;
+    if (dh_agree_switch_back(dh__a.back_at, yes)) {
+        dh__passthrough(k, "switched back", "rank 0 measured no gain from Strand "
+                        "Interleaving", line);
+        return;
+    }
+    dh_agree_stats(&a);
+    if (a.broken) {
+        dh__passthrough(k, "switched back", "the agreement between ranks broke: program order",
+                        NULL);
+        return;
+    }
+    atomic_store(&dh__a.done, 1);
+    pthread_mutex_lock(&dh__a.lock);
+    size_t at = strlen(dh__a.st.status);
+    if (!dh__a.measure)
+        snprintf(dh__a.st.status + at, sizeof dh__a.st.status - at, "; kept on rank 0's "
+                 "measurement");
+    else if (dh__a.st.measured > 0)
+        snprintf(dh__a.st.status + at, sizeof dh__a.st.status - at, "; kept: measured "
+                 "speedup %.3fx", dh__a.st.measured);
+    else
+        snprintf(dh__a.st.status + at, sizeof dh__a.st.status - at, "; kept, not measured");
+    pthread_mutex_unlock(&dh__a.lock);
+    if (dh__a.measure)
+        DH_INFO(PLAN, "auto: %s%s", line, strstr(line, "kept") ? "" : ": kept");
+    dh__m_free();
 }
 
 /* ---- the switch ---- */
 
 void dh_auto_synced(void) { dh__a.synced = 1; }
 
-void dh_auto_submit(const dh_op_desc_t *d)
+/* Boundary k before the switch: the switch round. */
+static void dh__switch_round(uint64_t k)
 {
-    if (!dh__a.on || atomic_load_explicit(&dh__a.switched, memory_order_relaxed))
+    int no = atomic_load(&dh__a.no_plan), ready = atomic_load(&dh__a.ready);
+    int r = dh_agree_switch(k, no ? 2 : ready);
+    if (r < 0 || no) {
+        dh__give_up(k, no);
+        return;
+    }
+    if (r == 0)
+        return;
+    pthread_mutex_lock(&dh__s.lock);
+    pthread_mutex_lock(&dh__a.lock);
+    dh_plan_t *p = dh__a.plan;
+    dh__a.plan = NULL;
+    char name[600];
+    snprintf(name, sizeof name, "%s", dh__a.plan_name);
+    pthread_mutex_unlock(&dh__a.lock);
+    int rc = dh_tracker_attach(p, name);
+    if (rc == 0) {
+        dh__s.mode = DH_MODE_PLAN;
+        atomic_store(&dh__a.switched, 1);
+    }
+    pthread_mutex_unlock(&dh__s.lock);
+    if (rc != 0) {
+        /* The others attached it: they wait for this rank's votes in vain, once (bounded),
+         * and run program order, as this rank does from here. */
+        dh__passthrough(k, "no plan", "the plan could not be attached", NULL);
+        return;
+    }
+    /* The measurement's round, at the same boundary on every rank; none after a switch at
+     * the first boundary (a cached plan: no program-order iteration to compare with). */
+    dh__a.sw = k;
+    if (dh_config()->auto_measure_iters > 0 && k > 0) {
+        dh__a.back_at = k + (uint64_t)dh_config()->auto_measure_iters + 1;
+    } else {
+        atomic_store(&dh__a.done, 1);
+        dh__m_free();
+    }
+    pthread_mutex_lock(&dh__a.lock);
+    dh__a.st.switched = 1;
+    dh__a.st.switch_iteration = (int64_t)k;
+    snprintf(dh__a.st.status, sizeof dh__a.st.status, "switched at iteration %llu%s",
+             (unsigned long long)k, dh__a.st.cache_hit ? " (plan from the cache)" : "");
+    dh_auto_stats_t st = dh__a.st;
+    pthread_mutex_unlock(&dh__a.lock);
+    if (dh_agree_rank() == 0) {
+        char line[1024];
+        if (st.cache_hit)
+            snprintf(line, sizeof line, "auto: switched to Strand Interleaving at iteration "
+                     "%llu with the cached plan %.600s (no profiling; predicted speedup %.3fx)",
+                     (unsigned long long)k, name, st.predicted);
+        else
+            snprintf(line, sizeof line, "auto: switched to Strand Interleaving at iteration "
+                     "%llu (profile of %llu ops; planning %.1f ms on rank 0, plan ready %.0f "
+                     "ms after recording stopped; predicted speedup %.3fx)",
+                     (unsigned long long)k, (unsigned long long)st.profile_ops, st.planning_ms,
+                     st.ready_ms, st.predicted);
+        dh_log_line(line);
+    }
+}
+
+void dh_auto_submit(const dh_op_t *op, const dh_op_desc_t *d)
+{
+    if (!dh__a.on || atomic_load_explicit(&dh__a.done, memory_order_relaxed))
         return;
     (void)d;
     pthread_mutex_lock(&dh__s.lock);
@@ -418,50 +727,16 @@ void dh_auto_submit(const dh_op_desc_t *d)
         }
     }
     dh__a.first = dh__a.synced = 0;
+    int idle = dh__s.low_water >= dh__s.next_seq;
     pthread_mutex_unlock(&dh__s.lock);
     if (!boundary)
         return;
-    int ready = atomic_load(&dh__a.ready);
-    if (!dh_agree_switch(k, ready))
-        return;
-    pthread_mutex_lock(&dh__s.lock);
-    pthread_mutex_lock(&dh__a.lock);
-    dh_plan_t *p = dh__a.plan;
-    dh__a.plan = NULL;
-    char name[600];
-    snprintf(name, sizeof name, "%s", dh__a.plan_name);
-    pthread_mutex_unlock(&dh__a.lock);
-    int rc = dh_tracker_attach(p, name);
-    if (rc == 0) {
-        dh__s.mode = DH_MODE_PLAN;
-        atomic_store(&dh__a.switched, 1);
-    }
-    pthread_mutex_unlock(&dh__s.lock);
-    pthread_mutex_lock(&dh__a.lock);
-    if (rc == 0) {
-        dh__a.st.switched = 1;
-        dh__a.st.switch_iteration = (int64_t)k;
-        snprintf(dh__a.st.status, sizeof dh__a.st.status, "switched at iteration %llu%s",
-                 (unsigned long long)k, dh__a.st.cache_hit ? " (plan from the cache)" : "");
-    } else {
-        snprintf(dh__a.st.status, sizeof dh__a.st.status, "the plan could not be attached");
-    }
-    dh_auto_stats_t st = dh__a.st;
-    pthread_mutex_unlock(&dh__a.lock);
-    if (rc == 0 && dh_agree_rank() == 0) {
-        char line[1024];
-        if (st.cache_hit)
-            snprintf(line, sizeof line, "auto: switched to Strand Interleaving at iteration "
-                     "%llu with the cached plan %.600s (no profiling; predicted speedup %.3fx)",
-                     (unsigned long long)k, name, st.predicted);
-        else
-            snprintf(line, sizeof line, "auto: switched to Strand Interleaving at iteration "
-                     "%llu (profile of %llu ops; planning %.1f ms on rank 0, plan ready %.0f "
-                     "ms after recording stopped; predicted speedup %.3fx)",
-                     (unsigned long long)k, (unsigned long long)st.profile_ops, st.planning_ms,
-                     st.ready_ms, st.predicted);
-        dh_log_line(line);
-    }
+    if (dh__a.measure)
+        dh__mark(op, k, idle);
+    if (atomic_load(&dh__a.switched))
+        dh__after_switch(k);
+    else
+        dh__switch_round(k);
 }
 
 void dh_auto_fini(void)
@@ -476,12 +751,25 @@ void dh_auto_fini(void)
         strcmp(dh__a.st.status, "profiling") == 0)
         snprintf(dh__a.st.status, sizeof dh__a.st.status,
                  "no plan: the job ended before an iteration repeated");
+    /* No boundary came after the planning thread gave up: the line is said here. */
+    int unsaid = atomic_load(&dh__a.no_plan) && !atomic_load(&dh__a.done);
+    char why[400];
+    snprintf(why, sizeof why, "%s", dh__a.why);
     pthread_mutex_unlock(&dh__a.lock);
+    if (unsaid)
+        DH_WARN(PLAN, "auto: %s; the job ended in program order before the next iteration",
+                why);
 }
 
 void dh_auto_stats(dh_auto_stats_t *out)
 {
+    dh_sched_stats_t s;
+    dh_sched_stats(&s);
+    uint64_t n = 0;
+    for (int k = 0; k < DH_OP_KIND_COUNT; k++)
+        n += s.ops[k];
     pthread_mutex_lock(&dh__a.lock);
     *out = dh__a.st;
+    out->deferred_after = out->passthrough_iteration >= 0 ? n - dh__a.deferred_at : 0;
     pthread_mutex_unlock(&dh__a.lock);
 }

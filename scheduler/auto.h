@@ -13,6 +13,11 @@
  * line), the world size, DHELIX_LAYOUT and the device; a start that finds it skips the
  * profile and switches at boundary 0 (every rank must find it; else profile as usual).
  *
+ * A plan that does not help is not used: one rejected by its prediction, or none at all,
+ * leaves every rank in passthrough (the cheap mode) from its next boundary on; one that
+ * measured no gain on rank 0 over the first DHELIX_AUTO_MEASURE_ITERS iterations, too, at
+ * one boundary agreed by every rank (agree.h dh_agree_switch_back).
+ *
  * Locking: dh_auto_submit and dh_auto_drained take dh__s.lock themselves (called without);
  * dh_auto_synced with it held. The planning thread shares only the ready plan, under the
  * module's own lock (after dh__s.lock in the lock order).
@@ -30,16 +35,21 @@ int dh_auto_init(void);
 int dh_auto_on(void);
 /* The program's first GPU call: looks the plan up in DHELIX_PLAN_CACHE. */
 void dh_auto_first_call(void);
-/* Framework thread, lock not held, before the op described by d is assigned: at an
- * iteration boundary, the switch round; when every rank is ready, attaches the plan and
- * sets plan mode (under dh__s.lock). */
-void dh_auto_submit(const dh_op_desc_t *d);
+/* Framework thread, lock not held, before op (described by d) is queued: at an iteration
+ * boundary, the switch round; when every rank is ready, attaches the plan and sets plan
+ * mode (under dh__s.lock). When no plan will be used here (rejected, none, or another
+ * rank has none), goes passthrough (dh__sched_passthrough) instead, with one log line.
+ * After the switch, rank 0 times the iterations and at the boundary
+ * DHELIX_AUTO_MEASURE_ITERS + 1 after it every rank takes part in the switch-back round:
+ * all go passthrough there when Strand Interleaving did not gain DHELIX_AUTO_MIN_GAIN
+ * percent. One relaxed load per op once none of that is left to do. */
+void dh_auto_submit(const dh_op_t *op, const dh_op_desc_t *d);
 /* Lock held: the program synchronised the host (a boundary may follow). */
 void dh_auto_synced(void);
 /* Lock NOT held, after a drain completed: starts the planning once recording stopped. */
 void dh_auto_drained(void);
-/* At exit (lock not held): waits for the planning thread to be done with the device;
- * reports when no plan was used. */
+/* At exit (lock not held): keeps the planning thread off the device from now on; says
+ * why no plan was used when no boundary came after the planning thread gave up. */
 void dh_auto_fini(void);
 
 typedef struct dh_auto_stats {
@@ -49,6 +59,10 @@ typedef struct dh_auto_stats {
     double ready_ms;                /* recording stopped -> plan held here, -1 none */
     double predicted;               /* predicted speedup of the plan, 0 none */
     uint64_t profile_ops;           /* recorded */
+    int64_t passthrough_iteration;  /* the boundary this rank went passthrough at, -1 none */
+    uint64_t deferred_after;        /* ops deferred after it (0: the mode changed) */
+    double measured;                /* rank 0: measured speedup of SI, 0 none */
+    double measured_base_ms, measured_si_ms; /* rank 0: per iteration, 0 none */
     char status[200];               /* what happened, in words */
 } dh_auto_stats_t;
 void dh_auto_stats(dh_auto_stats_t *out);

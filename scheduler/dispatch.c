@@ -552,7 +552,8 @@ void *dh__dispatch_main(void *arg)
             dh__order_cut(&b, UINT64_MAX, dh__s.release);
         } else {
             dh__s.cut_n = 0;
-            if (dh__s.mode == DH_MODE_PROFILE) {
+            /* Passthrough here: auto mode's last ops (sched.c dh__sched_passthrough). */
+            if (dh__s.mode == DH_MODE_PROFILE || dh__s.mode == DH_MODE_PASSTHROUGH) {
                 dh__order_seq(&b, UINT64_MAX, UINT64_MAX);
             } else if (flush && dh__order_stress(&b, UINT64_MAX)) {
                 DH_WARN_ONCE(SCHED, "held operations could not be ordered; issuing them in "

@@ -40,6 +40,8 @@ static atomic_int dh__thread_count;
 static atomic_int dh__capturing;
 static pthread_once_t dh__exit_once = PTHREAD_ONCE_INIT;
 
+static void dh__update_deferring(void);
+
 uint64_t dh__wall_ms(void)
 {
     struct timespec ts;
@@ -602,7 +604,8 @@ int dh_sched_submit(dh_op_t *op)
     dh_op_desc_t d;
     dh__prepare(op, &d);
     if (dh_auto_on())
-        dh_auto_submit(&d); /* may attach the plan: plan mode from this op on */
+        dh_auto_submit(op, &d); /* may attach the plan (plan mode from this op on), or
+                                   go passthrough (this op goes out at once) */
     if (dh__s.mode == DH_MODE_PLAN && dh_agree_needed())
         dh__agree_before(&d);
     int64_t mem = dh__tls_alloc;
@@ -724,7 +727,7 @@ int dh_sched_submit(dh_op_t *op)
     }
     if (dh__s.mode == DH_MODE_PLAN && dh_tracker_seq_due())
         dh__flush_seq(dh__s.next_seq, release0);
-    else if (flush || dh__s.mode == DH_MODE_PROFILE)
+    else if (flush || dh__s.mode == DH_MODE_PROFILE || dh__s.mode == DH_MODE_PASSTHROUGH)
         dh__flush_to(dh__s.next_seq);
     else if (let_out)
         dh__let_out(dh__s.next_seq, op->group + 1);
@@ -754,10 +757,38 @@ int dh_sched_submit(dh_op_t *op)
         dh__s.stats.lag_waits++;
         pthread_cond_wait(&dh__s.done, &dh__s.lock);
     }
+    /* Auto mode went passthrough while another framework thread captured this op (the
+     * calls that thread forwards from now on must not overtake it): it goes out now. */
+    while (dh__s.mode == DH_MODE_PASSTHROUGH && dh__s.started && !dh__s.stop &&
+           dh__s.low_water < dh__s.next_seq)
+        pthread_cond_wait(&dh__s.done, &dh__s.lock);
     pthread_mutex_unlock(&dh__s.lock);
     if (dh__s.mode == DH_MODE_PLAN)
         dh_tracker_report();
     return 0;
+}
+
+uint64_t dh__sched_passthrough(void)
+{
+    pthread_mutex_lock(&dh__s.lock);
+    /* Until nothing is queued: ops another thread submits during a wait go out too. */
+    while (dh__s.started && dh__s.low_water < dh__s.next_seq) {
+        uint64_t target = dh__s.next_seq;
+        if (dh__s.mode == DH_MODE_PLAN && dh_tracker_seq_due())
+            dh__flush_seq(target, dh__s.release);
+        else
+            dh__flush_to(target);
+        pthread_cond_signal(&dh__s.work);
+        while (dh__s.started && dh__s.low_water < target)
+            pthread_cond_wait(&dh__s.done, &dh__s.lock);
+    }
+    dh__s.mode = DH_MODE_PASSTHROUGH;
+    dh__update_deferring();
+    uint64_t n = 0;
+    for (int k = 0; k < DH_OP_KIND_COUNT; k++)
+        n += dh__s.stats.ops[k];
+    pthread_mutex_unlock(&dh__s.lock);
+    return n;
 }
 
 void dh_sched_forwarded(void)

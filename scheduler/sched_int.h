@@ -156,6 +156,12 @@ void dh__destroy_doomed(void);
  * failure is the one a program without the shim would have met first). */
 void dh__sched_error_note(int cuda_err, const char *what);
 void dh__fallback(const char *why);  /* lock NOT held */
+/* Lock NOT held, framework thread: auto mode will reorder nothing more (no plan, or one
+ * that did not help). Issues everything queued, in the order the mode in effect chose,
+ * waits until it has been replayed, then sets passthrough: later calls are forwarded at
+ * once (a capture already under way on another thread goes out before its call returns,
+ * dh_sched_submit). Returns the operations deferred until then. */
+uint64_t dh__sched_passthrough(void);
 uint64_t dh__wall_ms(void);
 
 #endif

@@ -31,3 +31,9 @@ target_link_libraries(shim_test_deps PRIVATE dh_sched dh::real_cuda PkgConfig::C
                       Threads::Threads ${CMAKE_DL_LIBS})
 add_dependencies(shim_test_deps vgpu_all)
 dh_add_test(NAME shim.deps COMMAND shim_test_deps LABELS shim asan VGPU TIMEOUT 30)
+
+# Auto mode's rounds on the ranks' agreement channel (scheduler/agree.h): a rank that will
+# hold no plan, the switch back, a rank that never comes; ranks are processes of the test.
+add_executable(shim_test_agree ${_op_dir}/test_agree.c)
+target_link_libraries(shim_test_agree PRIVATE dh_sched Threads::Threads ${CMAKE_DL_LIBS})
+dh_add_test(NAME shim.agree COMMAND shim_test_agree LABELS shim asan tsan TIMEOUT 60)

@@ -17,7 +17,11 @@
 #   diverge_tpdp, diverge_pp: one rank at a time diverges (extra op, missing op, host sync,
 #     query) in TP2 x DP2 and PP2 (interleaved): exact, no mismatch, pairing resumes
 #   auto_*: DHELIX_MODE=auto beside the three-step flow (exact, the same speedup once
-#     switched); auto_cache: the second start reuses DHELIX_PLAN_CACHE
+#     switched, kept after rank 0's measurement); auto_cache: the second start reuses
+#     DHELIX_PLAN_CACHE; auto_reject auto_measured auto_silent: a plan that does not help
+#     (its prediction, rank 0's measurement after the switch) or none (a silent peer; auto_busy:
+#     an exchange port held by another listener):
+#     passthrough on every rank, nothing deferred after it, exact
 #   rotated_plan: a plan that pairs the last backward with the gradient reduction (exact,
 #     no race: the runtime runs that pair one after the other)
 if(NOT DH_HAVE_MPI) # every scenario starts several ranks under mpiexec (cmake/Dependencies.cmake)
@@ -30,7 +34,8 @@ set(_si_scenarios tp_sp tp_sp_init pp_1f1b pp_tp pp_vpp pp4_tp_vpp_nooverlap cp 
     bad_plan_json bad_plan_version bad_plan_model bad_plan_layout bad_plan_world bad_plan_truncated
     inject_stress jitter rotated_plan share_mem mem_bound agree_silent diverge_tpdp diverge_pp
     auto_tp_sp auto_tp_sp_init auto_cp auto_moe_ep auto_moe_ep_dyn auto_tpdp auto_cache
-    auto_pp_1f1b auto_pp_tp auto_pp_vpp auto_pp4_tp_vpp_nooverlap auto_dp_ogr)
+    auto_pp_1f1b auto_pp_tp auto_pp_vpp auto_pp4_tp_vpp_nooverlap auto_dp_ogr
+    auto_reject auto_measured auto_silent auto_busy)
 foreach(s ${_si_scenarios})
   dh_add_test(NAME si.${s}
     COMMAND bash ${_si_dir}/e2e.sh ${s}

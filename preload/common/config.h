@@ -112,8 +112,18 @@ typedef enum dh_cfg_kind {
       "for the plan at the other ranks (on the shim's own thread, not the job's); past it " \
       "no rank uses a plan, one warning.")                                                  \
     X(AUTO_MIN_GAIN, auto_min_gain, INT, "1", NULL, 0, 1000,                                \
-      "Auto mode: percent of predicted speedup a plan must promise to be used (1: at "     \
-      "least 1.01x); a plan that promises less is not used and the log says so.")          \
+      "Auto mode: percent of speedup a plan must promise to be used (1: at least 1.01x), " \
+      "and then show on rank 0's measurement over `DHELIX_AUTO_MEASURE_ITERS` iterations " \
+      "to be kept; a plan that promises less is not used, one that shows less is left "    \
+      "at one iteration boundary on every rank, and the log says so. Either way every "    \
+      "rank runs passthrough from there.")                                                  \
+    X(AUTO_MEASURE_ITERS, auto_measure_iters, INT, "2", NULL, 0, 64,                        \
+      "Auto mode: iterations with Strand Interleaving that rank 0 times (device time from " \
+      "one iteration boundary to the next, after the tracker's checking iteration) "       \
+      "against as many program-order iterations before the switch; at the next boundary " \
+      "every rank goes back to program order (passthrough) when the speedup is not above " \
+      "`DHELIX_AUTO_MIN_GAIN`. 0: not measured. Not measured after a switch at the first " \
+      "iteration (a cached plan).")                                                         \
     X(PROFILE_OPS, profile_ops, INT, "4000000", NULL, 1000, 10000000,                       \
       "Most operations profile mode records if no iteration has repeated by then (it stops " \
       "by itself once one has); later ones run unrecorded.")                                 \
@@ -213,8 +223,8 @@ typedef enum dh_cfg_kind {
       "load-bearing (see scheduler/breaks.h). Never set it in production.")                 \
     X(TEST_AGREE_SILENT, test_agree_silent, INT, "-1", NULL, -1, 1000000,                   \
       "Test only: the rank that stops answering the ranks' agreement after its second "     \
-      "vote (-1 none), keeping its connection open, as a stuck peer would. Never set it in " \
-      "production.")                                                                        \
+      "vote (-1 none), keeping its connection open, as a stuck peer would; in auto mode it " \
+      "also sends rank 0 nothing in the profile exchange. Never set it in production.")     \
     X(TEST_DISPATCH_JITTER, test_dispatch_jitter, INT, "0", NULL, 0, 1000000,               \
       "Test only: the dispatcher sleeps a random 0..N microseconds (seeded by the process " \
       "id) before each round, so that ranks fall behind at different points; what is "     \

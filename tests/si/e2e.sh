@@ -58,8 +58,20 @@
 #   auto_pp4_tp_vpp_nooverlap (8 ranks) auto_cache
 #       DHELIX_MODE=auto beside the three-step flow, 8 iterations (scenario_auto): exact,
 #       one switch iteration on every rank, the speedup after it within 1% of the three-step
-#       run's on the same iterations; auto_cache: a second start reuses DHELIX_PLAN_CACHE
-#       and switches at iteration 0
+#       run's on the same iterations, kept after rank 0's measurement; auto_cache: a second
+#       start reuses DHELIX_PLAN_CACHE and switches at iteration 0; auto_pp_1f1b auto_pp_tp
+#       auto_dp_ogr: the plan predicts no gain: not used, passthrough (auto_passthrough)
+#   auto_reject auto_measured auto_silent auto_busy (scenario_auto_off): a plan that does
+#       not help is not used, and every rank then runs passthrough: auto_reject, tp_sp
+#       under DHELIX_AUTO_MIN_GAIN=1000 (rejected by its prediction); auto_measured, tp_sp
+#       on a40-div64-interfere.json, where SI loses although the planner predicts a gain
+#       (rank 0's measurement takes every rank back at one iteration); auto_silent, a peer
+#       that never sends its profile (DHELIX_TEST_AGREE_SILENT, DHELIX_AUTO_TIMEOUT_MS=200:
+#       no plan, bounded); auto_busy, the exchange's port held by a listener that never
+#       answers (rank 0's "never" takes rank 1 along). Each: exact, one line per rank,
+#       mode passthrough with nothing deferred after it, fewer kernels deferred than
+#       launched, and the iterations after it exactly as long as the baseline's (virtual
+#       time: the shim adds nothing there)
 #   diverge_tpdp (4 ranks, TP=2 x DP=2) diverge_pp (2 ranks, PP=2 interleaved)
 #       one rank at a time diverges (WL_INJECT KIND@ITER:RANK: query, sync, extra, missing)
 #       while its peers follow the plan: exact, no collective mismatch, no vote timed out,
@@ -980,7 +992,8 @@ auto_judge() {
   line=$(grep -h "auto: switched to Strand Interleaving" "$work/$name.err" | head -1)
   if grep -q "auto: the plan predicts a speedup" "$work/$name.err" && [ "$sw" = -1 ]; then
     pass "$name: plan not used, the log says why: $(grep -h -m1 -o 'the plan predicts a speedup.*' "$work/$name.err")"
-    return 0
+    auto_passthrough "$name" "$n" "the plan predicts a speedup" 0 0
+    return
   fi
   if [ "$(wc -w <<<"$sw")" != 1 ] || [ "$sw" = -1 ] || [ -z "$line" ]; then
     fail "$name: did not switch on every rank at one iteration (auto_switch_iteration per rank: $(sij meta auto_switch_iteration $(stats_files "$name") | tr '\n' ' '))"
@@ -990,6 +1003,29 @@ auto_judge() {
   pass "$name: ${line#*] }"
   if [ -n "$want" ] && [ "$sw" != "$want" ]; then
     fail "$name: switched at iteration $sw, expected $want"
+  fi
+  # Kept after rank 0's measurement (none after a switch at iteration 0: a cached plan), or
+  # left by every rank at one iteration when it measured no gain: then the three-step run
+  # must not have gained either (the plan predicted a little, it did not come true).
+  local pt ms
+  pt=$(sij meta auto_passthrough_iteration $(stats_files "$name") | awk '{print $2}' | sort -u)
+  ms=$(sij meta auto_measured_speedup $(stats_files "$name") | awk '$1 == 0 {print $2}')
+  if [ "$pt" != -1 ] && awk -v s="$ms" 'BEGIN { exit !(s > 0 && s <= 1.01) }'; then
+    local t0 t1
+    t0=$(sij ms "$work/base.out") && t1=$(sij ms "$work/si.out")
+    if awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b > 0 && a / b <= 1.02) }'; then
+      pass "$name: rank 0 measured ${ms}x: not used after the switch; the three-step run gained no more ($t0 ms -> $t1 ms)"
+    else
+      fail "$name: rank 0 measured ${ms}x and switched back, but the three-step run went $t0 ms -> $t1 ms"
+    fi
+    auto_passthrough "$name" "$n" "Strand Interleaving" 1 0
+    return
+  elif [ "$pt" != -1 ]; then
+    fail "$name: a rank went passthrough after the switch (auto_passthrough_iteration: $pt; rank 0 measured ${ms}x)"
+  elif [ "$sw" != 0 ] && ! awk -v s="$ms" 'BEGIN { exit !(s > 1.01) }'; then
+    fail "$name: rank 0's measured speedup is ${ms:-absent}, expected above 1.01 (kept)"
+  else
+    pass "$name: kept after the switch (rank 0 measured ${ms}x)"
   fi
   local r
   r=$(python3 - "$work" "$name" "$sw" <<'PY'
@@ -1011,6 +1047,199 @@ PY
 )
   echo "$scenario auto: $r" >"$work/auto_speedup"
   if [ "${r%% *}" = ok ]; then pass "$name: ${r#ok }"; else fail "$name: speedup not within 1% of the three-step flow's: ${r#FAIL }"; fi
+}
+
+# auto_passthrough NAME RANKS WHY [SAME [AFTER]]: every rank of auto run NAME went
+# passthrough (DHELIX_STATS: mode, auto_passthrough_iteration K, nothing deferred after it,
+# fewer kernels deferred than launched: those after K were forwarded), at one K on every
+# rank when SAME=1; said so in exactly one line per rank, with WHY and K in it; and every
+# iteration after the latest K took exactly the baseline's virtual time (run "base"), of
+# which there must be one unless AFTER=0.
+auto_passthrough() {
+  local name=$1 n=$2 why=$3 same=${4:-0} after=${5:-1} files
+  files=$(stats_files "$name")
+  # shellcheck disable=SC2086
+  if python3 - "$work/base.out" "$work/$name.out" "$work/$name.err" "$why" "$same" "$n" "$after" $files <<'PY'
+import json, re, sys
+base_out, run_out, err, why, same, n, need_after = sys.argv[1:8]
+def its(path):
+    t = open(path).read()
+    return [i["time_ms"] for i in json.JSONDecoder().raw_decode(t[t.find("{"):])[0]["iterations"]]
+bad, ks = [], {}
+lines = open(err, errors="replace").read().splitlines()
+b, a = its(base_out), its(run_out)
+for f in sys.argv[8:]:
+    d = json.load(open(f))
+    m = d["meta"]
+    if not str(m.get("rank", "-")).isdigit():
+        continue
+    r = int(m["rank"])
+    k = m.get("auto_passthrough_iteration", -1)
+    ks[r] = k
+    launches = sum(x["calls"] for x in d["rows"] if x["api"] == "cudaLaunchKernel")
+    said = [l for l in lines if l.startswith("dhelix[%d " % r) and "auto:" in l
+            and "switched to Strand Interleaving" not in l]
+    print("      rank %d: mode %s, passthrough from iteration %s, deferred after it %s, "
+          "kernels deferred %s of %s launched; %s" % (r, m.get("mode"), k,
+          m.get("auto_deferred_after_passthrough"), m.get("deferred_KERNEL"), launches,
+          m.get("auto_status")))
+    if m.get("mode") != "passthrough":
+        bad.append("rank %d: mode %s, not passthrough" % (r, m.get("mode")))
+    if not isinstance(k, int) or k < 0:
+        bad.append("rank %d: auto_passthrough_iteration %s" % (r, k))
+    if m.get("auto_deferred_after_passthrough") != 0:
+        bad.append("rank %d: %s ops deferred after it" % (r, m.get("auto_deferred_after_passthrough")))
+    # From iteration k on kernels are forwarded (k may be the boundary after the last one).
+    if isinstance(k, int) and 0 <= k < len(a) and not m.get("deferred_KERNEL", 0) < launches:
+        bad.append("rank %d: every kernel deferred (%s of %s)" % (r, m.get("deferred_KERNEL"), launches))
+    want = "running passthrough from iteration %s," % k
+    if len(said) != 1 or why not in said[0] or want not in said[0]:
+        bad.append("rank %d: %d auto lines, expected one with '%s' and '%s': %s" % (r, len(said), why, want, said))
+if len(ks) != int(n):
+    bad.append("statistics from %d ranks, expected %s" % (len(ks), n))
+if same == "1" and len(set(ks.values())) != 1:
+    bad.append("passthrough at different iterations: %s" % ks)
+last = max(list(ks.values()) + [0])
+after = list(range(last + 1, len(a)))
+diff = [(i, b[i], a[i]) for i in after if abs(a[i] - b[i]) > 5e-7]
+print("      iterations %s: %s" % ("%d-%d" % (after[0], after[-1]) if after else "none after it",
+      "as long as the baseline's (%.6f ms)" % b[after[0]] if after and not diff else diff))
+if not after and need_after == "1":
+    bad.append("no iteration after passthrough started")
+if diff:
+    bad.append("iterations after passthrough differ in time from the baseline's: %s" % diff)
+for x in bad:
+    print("      " + x)
+sys.exit(1 if bad else 0)
+PY
+  then pass "$name: every rank runs passthrough after the decision, nothing deferred, one line each"
+  else fail "$name: passthrough after the decision (see above)"
+  fi
+}
+
+# A plan that does not help is not used (auto.h): every rank goes passthrough.
+#   reject    tp_sp, 10 iterations, DHELIX_AUTO_MIN_GAIN=1000: its predicted gain (about 6%)
+#             is not enough
+#   measured  tp_sp, 12 iterations, on a40-div64-interfere.json (the file says why): the
+#             plan predicts a gain, is switched to, and measures slower on rank 0; every
+#             rank switches back at the boundary DHELIX_AUTO_MEASURE_ITERS (2) + 1 after
+#             the switch, and the iterations it ran with SI were slower than the baseline's
+#   silent    tp_sp, 20 iterations: rank 1 never sends its profile (DHELIX_TEST_AGREE_SILENT)
+#             and rank 0 gives up after DHELIX_AUTO_TIMEOUT_MS=200: no plan on any rank
+#   busy      tp_sp, 12 iterations: the exchange's port (DHELIX_AGREE_ADDR's + 1) is held by
+#             a listener that never answers: rank 0 cannot plan, rank 1 waits for an answer
+#             (DHELIX_AUTO_TIMEOUT_MS, a minute) that never comes; rank 0's "never" vote
+#             must take rank 1 to passthrough long before
+scenario_auto_off() {
+  local kind=$1 n=2 args=(--model gpt-tiny --tp 2 --gbs 4 --mbs 1) envs why same=0
+  case $kind in
+    reject) args+=(--iters 10); envs=(DHELIX_AUTO_MIN_GAIN=1000); why="the plan predicts a speedup" ;;
+    measured) args+=(--iters 12); envs=(); why="Strand Interleaving"; same=1 ;;
+    silent) args+=(--iters 20); envs=(DHELIX_TEST_AGREE_SILENT=1 DHELIX_AUTO_TIMEOUT_MS=200)
+            why="" ;;
+    busy) args+=(--iters 12); why="" ;;
+  esac
+  local holder=""
+  if [ "$kind" = busy ]; then
+    # A free pair of ports below the ephemeral range; the listener holds the second.
+    local port
+    port=$(python3 -c 'import random, socket
+for _ in range(200):
+    p = random.randrange(21000, 31000, 2)
+    try:
+        for q in (p, p + 1):
+            s = socket.socket(); s.bind(("0.0.0.0", q)); s.close()
+        print(p); break
+    except OSError:
+        pass')
+    python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", int(sys.argv[1]))); s.listen(8)
+held = []
+while True:
+    held.append(s.accept()[0])' $((port + 1)) &
+    holder=$!
+    envs=("DHELIX_AGREE_ADDR=127.0.0.1:$port")
+    sleep 0.3
+  fi
+  wl_run base "$n" -- "${args[@]}"
+  run_ok base || return
+  wl_run auto "$n" DHELIX_MODE=auto "LD_PRELOAD=$shim" DHELIX_STATS=json \
+    "DHELIX_STATS_FILE=$work/auto.stats.%p.json" "${envs[@]}" -- "${args[@]}"
+  [ -n "$holder" ] && kill "$holder" 2>/dev/null
+  run_ok auto base || return
+  auto_passthrough auto "$n" "$why" "$same"
+  local files
+  files=$(stats_files auto)
+  case $kind in
+    reject)
+      # The plan would have been used under the default gain: the rejection is the gain's.
+      local sp
+      sp=$(sij meta auto_predicted_speedup $files | awk '{print $2}' | sort -u)
+      if [ "$(wc -w <<<"$sp")" = 1 ] && awk -v s="$sp" 'BEGIN { exit !(s > 1.01 && s <= 11) }'; then
+        pass "auto: predicted speedup ${sp}x on every rank: above 1.01x, not above 11x"
+      else
+        fail "auto: predicted speedup per rank: $sp (expected one value in (1.01, 11])"
+      fi ;;
+    measured)
+      # shellcheck disable=SC2086
+      if why=$(python3 - "$work/base.out" "$work/auto.out" $files <<'PY'
+import json, sys
+def its(path):
+    t = open(path).read()
+    return [i["time_ms"] for i in json.JSONDecoder().raw_decode(t[t.find("{"):])[0]["iterations"]]
+b, a = its(sys.argv[1]), its(sys.argv[2])
+ms, bad = {}, []
+for f in sys.argv[3:]:
+    m = json.load(open(f))["meta"]
+    if str(m.get("rank", "-")).isdigit():
+        ms[int(m["rank"])] = m
+sw = {m["auto_switch_iteration"] for m in ms.values()}
+pt = {m["auto_passthrough_iteration"] for m in ms.values()}
+r0 = ms.get(0, {})
+if len(sw) != 1 or min(sw) < 1:
+    bad.append("switch iterations %s (expected one, at least 1)" % sorted(sw))
+elif pt != {min(sw) + 3}:
+    bad.append("switched back at %s, expected %d (switch + DHELIX_AUTO_MEASURE_ITERS + 1)" % (sorted(pt), min(sw) + 3))
+if not all(m.get("paired_groups", 0) > 0 and m.get("plan_iterations", 0) > 0 for m in ms.values()):
+    bad.append("a rank ran no paired group before switching back")
+if not (r0.get("auto_predicted_speedup", 0) > 1.01 and 0 < r0.get("auto_measured_speedup", 0) <= 1.01):
+    bad.append("rank 0: predicted %s, measured %s (expected above 1.01 and not above)" % (
+        r0.get("auto_predicted_speedup"), r0.get("auto_measured_speedup")))
+s = min(sw)
+si = list(range(s + 1, s + 3))
+slower = all(i < len(a) and a[i] > b[i] for i in si)
+if not slower:
+    bad.append("the SI iterations %s were not slower than the baseline's" % si)
+print("switched at %s, back at %s on every rank; rank 0 predicted %.3fx, measured %.3fx "
+      "(%.3f ms SI, %.3f ms program order); the workload's iterations %s: %s ms, baseline %.3f ms%s" % (
+      sorted(sw), sorted(pt), r0.get("auto_predicted_speedup", 0), r0.get("auto_measured_speedup", 0),
+      r0.get("auto_measured_si_ms", 0), r0.get("auto_measured_program_order_ms", 0), si,
+      [round(a[i], 3) for i in si if i < len(a)], b[0], "; " + "; ".join(bad) if bad else ""))
+sys.exit(1 if bad else 0)
+PY
+      ); then
+        pass "auto: $why"
+      else
+        fail "auto: measured rejection: $why"
+      fi ;;
+    silent)
+      local st
+      st=$(sij meta auto_status $files | grep -c "no plan")
+      if [ "$st" = "$n" ]; then pass "auto: auto_status says 'no plan' on every rank ($n)"
+      else fail "auto: auto_status says 'no plan' on $st of $n ranks"; fi
+      if grep -qi "mismatch on communicator" "$work/auto.err"; then
+        fail "auto: the vgpu saw a collective out of order"
+      fi ;;
+    busy)
+      local s0 s1
+      s0=$(sij meta auto_status $files | awk '$1 == 0' | grep -c "cannot listen")
+      s1=$(sij meta auto_status $files | awk '$1 == 1' | grep -c "another rank will hold no plan")
+      if [ "$s0" = 1 ] && [ "$s1" = 1 ]; then
+        pass "auto: rank 0 could not plan, rank 1 gave up on its word (auto_status)"
+      else
+        fail "auto: auto_status: $(sij meta auto_status $files | tr '\n' ' ')"
+      fi ;;
+  esac
 }
 
 # ---- main ----
@@ -1063,6 +1292,9 @@ case $scenario in
   auto_moe_ep_dyn) set -- auto 2 0 --model moe-tiny --dp 2 --ep 2 --gbs 8 --mbs 1 --iters 12 --hidden 256 --ffn 256 --seq 128 ;;
   auto_tpdp) set -- auto 4 0 --model gpt-tiny --tp 2 --dp 2 --dist-opt --overlap-grad-reduce --gbs 8 --mbs 1 --iters 8 ;;
   auto_cache) set -- auto 2 1 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 ;;
+  # A plan that does not help (scenario_auto_off).
+  auto_reject | auto_silent | auto_busy) set -- auto_off "${scenario#auto_}" ;;
+  auto_measured) device=$root/tests/si/a40-div64-interfere.json; set -- auto_off measured ;;
   # Where the plan pairs nothing (pipeline stages, the data-parallel reduction): auto mode
   # does not use it, says why, and stays exact.
   auto_pp_1f1b) set -- auto 2 0 --model gpt-tiny --pp 2 --gbs 4 --mbs 1 --iters 8 ;;
