@@ -138,7 +138,10 @@ static int dh__job_port(void)
     const char *step = getenv("SLURM_STEP_ID");
     for (; step && *step; step++)
         h = (h ^ (unsigned char)*step) * 1099511628211ull;
-    return any ? 20000 + (int)(h % 30000) : -1;
+    /* Below Linux's default ephemeral range (32768-60999): a port derived from the job id
+     * in it was once held by some connection's own end ("Address already in use" under
+     * ctest -j2), and the job ran program order. The channel takes this port and the next. */
+    return any ? 20000 + (int)(h % 12700) : -1;
 }
 
 /* Where rank 0 listens; 0, or -1 with *why set when no address can be found. */

@@ -1,6 +1,6 @@
 /*
  * sched.c: the framework side of the scheduler: submission, drains, flushes and bounded lag,
- * the event table and the lifecycle. The strand tracker is in tracker.c, what an op must
+ * and the lifecycle; the event table is in sched_event.c. The strand tracker is in tracker.c, what an op must
  * follow in deps.c, the dispatcher thread in dispatch.c and order.c.
  *
  * Program order is the order of dh_sched_submit calls (seq). A drain waits until every op
@@ -62,72 +62,6 @@ static int dh__thread_id(void)
     if (dh__tls_thread < 0)
         dh__tls_thread = atomic_fetch_add(&dh__thread_count, 1);
     return dh__tls_thread;
-}
-
-/* ---- event instances (lock held) ---- */
-
-static dh_evinst_t *dh__inst_new(int device)
-{
-    dh_evinst_t *i = dh__s.free_inst;
-    if (i && i->device == device) {
-        dh__s.free_inst = i->next_free;
-    } else {
-        i = calloc(1, sizeof *i);
-        if (!i)
-            return NULL;
-        i->device = device;
-    }
-    i->refs = 0;
-    i->recorded = 0;
-    i->rec_run = 0;
-    i->next_free = NULL;
-    return i;
-}
-
-void dh__inst_unref(dh_evinst_t *inst)
-{
-    if (inst && --inst->refs == 0) {
-        /* The dispatcher created its CUDA event; it stays with the instance for reuse. */
-        inst->next_free = dh__s.free_inst;
-        dh__s.free_inst = inst;
-    }
-}
-
-static dh_evrec_t *dh__evrec(cudaEvent_t e, int create)
-{
-    dh_evrec_t *r;
-    HASH_FIND_PTR(dh__s.events, &e, r);
-    if (!r && create) {
-        r = calloc(1, sizeof *r);
-        if (!r)
-            return NULL;
-        r->key = e;
-        HASH_ADD_PTR(dh__s.events, key, r);
-    }
-    return r;
-}
-
-/* Binds event ops to instances at submission, in program order (lock held). Returns 0,
- * or -1 when the op can be dropped (a wait on a never-recorded event is a no-op). */
-static int dh__bind_event(dh_op_t *op)
-{
-    if (op->kind == DH_OP_EVENT_RECORD) {
-        dh_evrec_t *r = dh__evrec(op->event, 1);
-        dh_evinst_t *i = r ? dh__inst_new(op->device) : NULL;
-        if (!i)
-            return -2;
-        i->refs = 2; /* the table's "latest" and the pending record */
-        dh__inst_unref(r->latest);
-        r->latest = i;
-        op->shim_event = i;
-    } else if (op->kind == DH_OP_EVENT_WAIT) {
-        dh_evrec_t *r = dh__evrec(op->event, 0);
-        if (!r || !r->latest)
-            return -1;
-        r->latest->refs++;
-        op->shim_event = r->latest;
-    }
-    return 0;
 }
 
 /* ---- strand assignment (lock held) ----
@@ -250,72 +184,6 @@ static int dh__defers(dh_mode_t m)
 static int dh__two_strands(dh_mode_t m) { return m == DH_MODE_STRANDS || m == DH_MODE_PLAN; }
 
 int dh_sched_mirroring(void) { return dh__defers(dh__s.mode); }
-
-void dh_sched_event_forget(cudaEvent_t e)
-{
-    pthread_mutex_lock(&dh__s.lock);
-    dh_evrec_t *r = dh__evrec(e, 0);
-    if (r) {
-        dh__inst_unref(r->latest);
-        HASH_DEL(dh__s.events, r);
-        free(r);
-    }
-    pthread_mutex_unlock(&dh__s.lock);
-}
-
-int dh_sched_event_destroy_later(cudaEvent_t e, int driver)
-{
-    pthread_mutex_lock(&dh__s.lock);
-    dh_evrec_t *r = dh__evrec(e, 0);
-    int later = r && r->latest && !r->latest->recorded;
-    if (later) {
-        r->doomed = driver ? 2 : 1;
-        dh__s.stats.events_destroyed_later++;
-    }
-    pthread_mutex_unlock(&dh__s.lock);
-    return later;
-}
-
-void dh__event_recorded(cudaEvent_t e, dh_evinst_t *i)
-{
-    dh_evrec_t *r = dh__evrec(e, 0);
-    if (!r || !r->doomed || r->latest != i)
-        return;
-    if (dh__s.ndoomed == dh__s.capdoomed) {
-        size_t cap = dh__s.capdoomed ? 2 * dh__s.capdoomed : 64;
-        struct dh_doomed *d = realloc(dh__s.doomed, cap * sizeof *d);
-        if (d == NULL)
-            return; /* kept doomed: the next record retired retries; else it leaks */
-        dh__s.doomed = d;
-        dh__s.capdoomed = cap;
-    }
-    dh__s.doomed[dh__s.ndoomed++] = (struct dh_doomed){e, r->doomed == 2};
-    dh__inst_unref(r->latest);
-    HASH_DEL(dh__s.events, r);
-    free(r);
-}
-
-void dh__destroy_doomed(void)
-{
-    pthread_mutex_lock(&dh__s.lock);
-    struct dh_doomed *d = dh__s.doomed;
-    size_t n = dh__s.ndoomed;
-    dh__s.doomed = NULL;
-    dh__s.ndoomed = dh__s.capdoomed = 0;
-    pthread_mutex_unlock(&dh__s.lock);
-    if (n == 0) {
-        free(d);
-        return;
-    }
-    const dh_real_t *R = dh_real();
-    for (size_t k = 0; k < n; k++) {
-        if (d[k].driver && DH_REAL_FN(R, cuEventDestroy_v2) != NULL)
-            (void)R->cuEventDestroy_v2((CUevent)d[k].ev);
-        else if (DH_REAL_FN(R, cudaEventDestroy) != NULL)
-            (void)R->cudaEventDestroy(d[k].ev);
-    }
-    free(d);
-}
 
 /* Lock held: the strand the program's next op is expected on (0 outside two strands). */
 static int dh__predict_strand_locked(void)
@@ -611,7 +479,7 @@ int dh_sched_submit(dh_op_t *op)
     int64_t mem = dh__tls_alloc;
     dh__tls_alloc = 0;
     pthread_mutex_lock(&dh__s.lock);
-    int bound = dh__bind_event(op);
+    int bound = dh__sched_bind_event(op);
     if (bound != 0) {
         pthread_mutex_unlock(&dh__s.lock);
         if (bound == -1) {
@@ -874,56 +742,6 @@ void dh_sched_drain(dh_drain_reason_t why)
         dh_auto_drained();
 }
 
-/* Nonzero while an error is pending: the wrappers' fast path reads it without the lock
- * (cudaGetLastError follows every kernel launch in PyTorch). */
-static _Atomic int dh__error_flag;
-
-void dh__sched_error_note(int cuda_err, const char *what)
-{
-    if (!dh__s.pending_error) {
-        dh__s.pending_error = cuda_err;
-        dh__s.pending_what = what;
-        atomic_store_explicit(&dh__error_flag, 1, memory_order_release);
-    }
-}
-
-static int dh__error_get(int take)
-{
-    if (!atomic_load_explicit(&dh__error_flag, memory_order_acquire))
-        return 0;
-    pthread_mutex_lock(&dh__s.lock);
-    int err = dh__s.pending_error;
-    if (take) {
-        dh__s.pending_error = 0;
-        atomic_store_explicit(&dh__error_flag, 0, memory_order_relaxed);
-    }
-    pthread_mutex_unlock(&dh__s.lock);
-    return err;
-}
-
-int dh_sched_error_take(void) { return dh__error_get(1); }
-
-void dh_sched_count_rejected(int invalid)
-{
-    pthread_mutex_lock(&dh__s.lock);
-    if (invalid)
-        dh__s.stats.call_rejects++;
-    else
-        dh__s.stats.call_learns++;
-    pthread_mutex_unlock(&dh__s.lock);
-}
-
-int dh_sched_error_peek(void) { return dh__error_get(0); }
-
-int dh_sched_event_pending(cudaEvent_t e)
-{
-    pthread_mutex_lock(&dh__s.lock);
-    dh_evrec_t *r = dh__evrec(e, 0);
-    int pending = r && r->latest && !r->latest->recorded;
-    pthread_mutex_unlock(&dh__s.lock);
-    return pending;
-}
-
 void dh_sched_kick(void)
 {
     pthread_mutex_lock(&dh__s.lock);
@@ -971,20 +789,6 @@ void dh_sched_set_reorder_allowed(int allowed, const char *why)
                 dh_mode_name(dh__s.mode), why);
 }
 
-/* Invariant 6: an internal error drains what is queued and continues in passthrough. */
-int dh_sched_sticky_error(int e)
-{
-    switch (e) {
-    case cudaErrorIllegalAddress: case cudaErrorLaunchFailure: case cudaErrorLaunchTimeout:
-    case cudaErrorHardwareStackError: case cudaErrorIllegalInstruction:
-    case cudaErrorMisalignedAddress: case cudaErrorInvalidAddressSpace: case cudaErrorInvalidPc:
-    case cudaErrorAssert: case cudaErrorECCUncorrectable: case cudaErrorContextIsDestroyed:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
 void dh_sched_poisoned(int cuda_err)
 {
     static _Atomic int once;
@@ -999,6 +803,7 @@ void dh_sched_poisoned(int cuda_err)
     pthread_mutex_unlock(&dh__s.lock);
 }
 
+/* Invariant 6: an internal error drains what is queued and continues in passthrough. */
 void dh__fallback(const char *why)
 {
     DH_WARN_ONCE(SCHED, "internal error (%s): draining and continuing in passthrough", why);

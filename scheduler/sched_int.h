@@ -145,6 +145,10 @@ void dh__flush_seq(uint64_t lim, uint64_t gend);
  * single-strand group under way, every group before it complete). */
 void dh__let_out(uint64_t lim, uint64_t gend);
 void dh__inst_unref(dh_evinst_t *inst);
+/* Lock held: binds an event op to an instance at submission, in program order
+ * (sched_event.c). Returns 0, -1 when the op can be dropped (a wait on a never-recorded
+ * event is a no-op), -2 out of memory. */
+int dh__sched_bind_event(dh_op_t *op);
 /* Lock held: the record of framework event e into instance i was replayed; destroys e if
  * the framework destroyed it meanwhile and this was its latest record. */
 void dh__event_recorded(cudaEvent_t e, dh_evinst_t *i);
