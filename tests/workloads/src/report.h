@@ -24,6 +24,7 @@ typedef struct wl_report {
     uint64_t hazards, ops;
     double compute_ms, comm_ms, overlap_ms; /* vgpu busy time in the last iteration (process 0) */
     double peak_mem_gib, wall_s;
+    double peak_mem_bytes;   /* the same, in bytes (the max over processes) */
     int gradcheck_failed, gradcheck_done;
 } wl_report_t;
 
