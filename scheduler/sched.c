@@ -35,6 +35,11 @@ dh_sched_state_t dh__s = {
 
 static __thread int dh__tls_thread = -1;
 static __thread int64_t dh__tls_alloc; /* stream-ordered bytes allocated since the last op */
+/* ... and their sizes, for profiles (the pool reuses by exact size); past DH__TLS_SIZES the
+ * last one holds the rest. */
+#define DH__TLS_SIZES 64
+static __thread int64_t dh__tls_sizes[DH__TLS_SIZES];
+static __thread size_t dh__tls_nsizes;
 static __thread int dh__tls_is_dispatcher;
 static atomic_int dh__thread_count;
 static atomic_int dh__capturing;
@@ -202,6 +207,10 @@ void dh_sched_alloc_note(void *p, size_t size)
     }
     dh_memtab_add((uintptr_t)p, size, dh_sched_stamp(), strand);
     dh__tls_alloc += (int64_t)size;
+    if (dh__tls_nsizes < DH__TLS_SIZES)
+        dh__tls_sizes[dh__tls_nsizes++] = (int64_t)size;
+    else
+        dh__tls_sizes[DH__TLS_SIZES - 1] += (int64_t)size;
 }
 
 uint64_t dh_sched_stamp(void) { return atomic_load_explicit(&dh__s.stamp, memory_order_relaxed) + 1; }
@@ -606,7 +615,9 @@ int dh_sched_submit(dh_op_t *op)
     if (dh__s.mode == DH_MODE_PLAN && dh_agree_needed())
         dh__agree_before(&d);
     int64_t mem = dh__tls_alloc;
+    size_t nsizes = dh__tls_nsizes;
     dh__tls_alloc = 0;
+    dh__tls_nsizes = 0;
     pthread_mutex_lock(&dh__s.lock);
     int bound = dh__bind_event(op);
     if (bound != 0) {
@@ -658,7 +669,8 @@ int dh_sched_submit(dh_op_t *op)
     if (op->kind == DH_OP_FREE_ASYNC && op->free_bytes && dh__pooling())
         dh_mpool_park(op, dh_op_free_ptr(op), op->free_bytes);
     if (dh__s.mode == DH_MODE_PROFILE) {
-        op->prof = dh_prof_record(op, &d, mem, dh__stream_ordinal(op->stream), dh_deps_prof(op));
+        op->prof = dh_prof_record(op, &d, mem, dh__tls_sizes, nsizes,
+                                  dh__stream_ordinal(op->stream), dh_deps_prof(op));
         if (op->prof) {
             dh_deps_prof_add(op, op->prof - 1);
             if (op->kind == DH_OP_EVENT_RECORD) {
