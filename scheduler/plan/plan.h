@@ -28,6 +28,9 @@
 #define DH_PLAN_VERSION 2
 #define DH_PLAN_VERSION_FLAT 1
 #define DH_PLAN_NAME_MAX 64
+/* The cuBLAS workspace the runtime gives each strand's handle (scheduler/dispatch.c): device
+ * memory the baseline does not hold, which the planner counts in a plan's extra memory. */
+#define DH_PLAN_BLAS_WS_BYTES (64u << 20)
 
 /* X(id, name): what an operation is, for the cost model and the legality rules. */
 #define DH_OPCLASS_LIST(X) \
