@@ -243,6 +243,22 @@ const dh_plan_section_t *dh_plan_section_for(const dh_plan_t *p, int rank);
  * malloc'ed array, NULL out of memory. */
 size_t *dh_plan_release_marks(const dh_plan_section_t *s);
 
+/* Where ranks that must agree vote (scheduler/tracker.c, "agreement"): one point per pair
+ * of micro-batches with two-strand groups, in template order. Until op c has arrived, the
+ * release mark stops at cap, the pair's first two-strand group (the pair goes out whole,
+ * once agreed). */
+typedef struct dh_plan_vp {
+    size_t c;                       /* the template op after which the pair's last
+                                       two-strand group is complete: the vote */
+    size_t cap;                     /* the pair's first two-strand group */
+    size_t c0;                      /* the first template op of a group from cap on */
+    uint64_t pair;                  /* the pair's key (its backward's micro-batch) */
+} dh_plan_vp_t;
+/* s's vote points: *out (malloc'ed, NULL when none) and their number, or -1 out of memory.
+ * *held gets the most ops the caps hold back at once (release marks stopped at each cap
+ * until its vote). */
+int dh_plan_vote_points(const dh_plan_section_t *s, dh_plan_vp_t **out, uint64_t *held);
+
 /* A section's template as the runtime walks it: each block of repeated phases (plan
  * version 2) held once, so that its memory follows the distinct blocks, not the
  * micro-batches; each step O(1). Built from a checked section, which may be freed after.
