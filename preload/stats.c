@@ -94,9 +94,17 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
         DH__META_NUM("plan_vetoed_rounds", st.plan_vetoed);
         DH__META_NUM("mem_bound_vetoes", st.mem_bound_vetoes);
         DH__META_NUM("mem_extra_peak_bytes", st.mem_extra_peak);
+        DH__META_NUM("mem_fresh_waits", st.mem_fresh_waits);
         if (st.mem_bound_bytes >= 0)
             DH__META_NUM("mem_bound_bytes", st.mem_bound_bytes);
         DH__META_NUM("plan_held_design", st.plan_held_design);
+        DH__META_NUM("mem_program_peak_bytes", (uint64_t)st.mem_program_peak);
+        DH__META_NUM("mem_device_peak_bytes", (uint64_t)st.mem_device_peak);
+        DH__META_NUM("mem_device_peak_program_bytes", (uint64_t)st.mem_device_at_program);
+        DH__META_NUM("mem_device_peak_program_peak_bytes", (uint64_t)st.mem_device_at_program_peak);
+        DH__META_NUM("mem_device_peak_paired_bytes", (uint64_t)st.mem_device_at_paired);
+        DH__META_NUM("mem_device_peak_unissued_bytes", (uint64_t)(st.mem_device_at_unissued > 0 ? st.mem_device_at_unissued : 0));
+        DH__META_NUM("mem_device_peak_workspace_bytes", (uint64_t)st.mem_device_at_ws);
         DH__META_NUM("agree_rounds", st.agree_rounds);
         DH__META_NUM("agree_no", st.agree_no);
         DH__META_NUM("agree_timeouts", st.agree_timeouts);

@@ -29,6 +29,7 @@
 #include "profile_rec.h"
 #include "real.h"
 #include "dispatch_int.h"
+#include "plan.h"
 #include "sched_int.h"
 
 void dh__sched_mark_dispatcher(void);
@@ -36,7 +37,7 @@ void dh__sched_mark_dispatcher(void);
 #define DH_KICK_MS 5       /* a queued record polled this long ago is issued unpaired */
 #define DH_KICK_STALL_MS 2000 /* plan mode: ... once nothing was submitted for this long */
 #define DH_LET_OUT_POLL_MS 1   /* plan mode: the longest an op let out early waits unseen */
-#define DH_WS_BYTES (64u << 20)
+#define DH_WS_BYTES DH_PLAN_BLAS_WS_BYTES
 
 typedef struct dh_devres {
     int ready;
@@ -49,6 +50,10 @@ typedef struct dh_devres {
 } dh_devres_t;
 
 static dh_devres_t dh__res[DH_MAX_DEVICES];
+/* Bytes of cuBLAS workspaces the shim allocated (device memory the baseline does not hold). */
+static _Atomic uint64_t dh__ws_total;
+
+uint64_t dh__sched_ws_bytes(void) { return atomic_load_explicit(&dh__ws_total, memory_order_relaxed); }
 int dh__dirty[2]; /* dispatcher only: strand s issued work since the last barrier */
 static int dh__cur_dev = -1;
 static uint64_t dh__rng;
@@ -166,6 +171,7 @@ static int dh__blasres(int dev, int strand)
             return -1;
         if (R->cudaMalloc(&r->ws[strand], DH_WS_BYTES) != cudaSuccess)
             return -1;
+        atomic_fetch_add_explicit(&dh__ws_total, DH_WS_BYTES, memory_order_relaxed);
     }
     dh_real_cublasLtCreate_t lt_create = DH_REAL_FN(R, cublasLtCreate);
     if (!r->lt && lt_create && lt_create(&r->lt) != CUBLAS_STATUS_SUCCESS)

@@ -281,7 +281,7 @@ static void dh__close_segment(void)
 }
 
 uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
-                        int stream_ordinal, int64_t dep)
+                        const int64_t *sizes, size_t nsizes, int stream_ordinal, int64_t dep)
 {
     if (dh__pr.stopped || dh__pr.failed)
         return 0;
@@ -317,7 +317,7 @@ uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
     r.mem = op->kind == DH_OP_FREE_ASYNC ? -(int64_t)op->free_bytes : mem;
     r.sync_before = dh__pr.pending_sync;
     r.dep1 = dep >= 0 && (uint64_t)dep < i ? dep + 1 : 0;
-    if (dh_prof_builder_add(dh__pr.b, &r) != DH_OK) {
+    if (dh_prof_builder_add(dh__pr.b, &r, sizes, nsizes) != DH_OK) {
         dh__pr.failed = 1;
         DH_WARN(SCHED, "profile: out of memory after %zu operations; later ones run "
                 "unrecorded", i);

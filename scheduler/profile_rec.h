@@ -17,11 +17,11 @@
 
 #include "op.h"
 
-/* Records op (described by d, allocations since the thread's previous op mem bytes, the
- * record it must follow dep or -1, docs/plan-format.md);
+/* Records op (described by d, allocations since the thread's previous op mem bytes in
+ * sizes[0..nsizes), the record it must follow dep or -1, docs/plan-format.md);
  * returns the record's number plus one, 0 when not recorded (cap reached, no memory). */
 uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
-                        int stream_ordinal, int64_t dep);
+                        const int64_t *sizes, size_t nsizes, int stream_ordinal, int64_t dep);
 /* The host synchronised (a drain the program asked for): marks the next record. */
 void dh_prof_sync(void);
 /* Dispatcher: an event before (begin = 1) or after (0) the replay of record idx1 on the

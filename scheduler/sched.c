@@ -14,7 +14,6 @@
 
 #include "agree.h"
 #include "auto.h"
-#include "common/membound.h"
 #include "common/log.h"
 #include "deps.h"
 #include "mempool.h"
@@ -35,6 +34,11 @@ dh_sched_state_t dh__s = {
 
 static __thread int dh__tls_thread = -1;
 static __thread int64_t dh__tls_alloc; /* stream-ordered bytes allocated since the last op */
+/* ... and their sizes, for profiles (the pool reuses by exact size); past DH__TLS_SIZES the
+ * last one holds the rest. */
+#define DH__TLS_SIZES 64
+static __thread int64_t dh__tls_sizes[DH__TLS_SIZES];
+static __thread size_t dh__tls_nsizes;
 static __thread int dh__tls_is_dispatcher;
 static atomic_int dh__thread_count;
 static atomic_int dh__capturing;
@@ -138,6 +142,10 @@ void dh_sched_alloc_note(void *p, size_t size)
     }
     dh_memtab_add((uintptr_t)p, size, dh_sched_stamp(), strand);
     dh__tls_alloc += (int64_t)size;
+    if (dh__tls_nsizes < DH__TLS_SIZES)
+        dh__tls_sizes[dh__tls_nsizes++] = (int64_t)size;
+    else
+        dh__tls_sizes[DH__TLS_SIZES - 1] += (int64_t)size;
 }
 
 uint64_t dh_sched_stamp(void) { return atomic_load_explicit(&dh__s.stamp, memory_order_relaxed) + 1; }
@@ -172,6 +180,8 @@ void *dh_sched_alloc_reuse(size_t size, cudaStream_t s)
     void *p = dh_mpool_take(size, &w, &freed, &freed_group);
     dh__s.held_free_bytes -= freed;
     dh__unc_taken(freed_group, freed);
+    if (!p)
+        dh__mem_before_fresh(size, dh__tls_alloc);
     pthread_mutex_unlock(&dh__s.lock);
     return p;
 }
@@ -329,68 +339,6 @@ static void dh__unc_cover_below(uint64_t r)
         dh__s.unc_base = r;
 }
 
-/* ---- memory bound (DHELIX_MAX_EXTRA_MEM; issue 15) ----
- * What pairing costs is counted in program order, so that every rank reaches the same
- * verdict at the same op whatever its dispatcher's speed: live_bytes is what the program
- * holds in its own order (each op adds the stream-ordered bytes its thread allocated since
- * its previous op, a captured free takes its bytes off), live_peak its peak (the baseline's
- * peak as far as the program has got), and what pairing holds on top is unc_bytes, the
- * captured frees of groups not released yet whose blocks no allocation took back, plus
- * the shim's two cuBLAS workspaces. extra = live + unc + workspaces - peak. When extra
- * passes the bound while the rank holds a pair it has not voted on, it votes "no" for that
- * pair (dh_tracker_drain): every rank then runs the rest of the iteration in program order
- * (agree.h), and what is held goes out, its frees with it. The verdict never depends on a
- * device reading. Outside a pair there is nothing of its own to give up: an agreed pair
- * goes out as agreed. */
-
-/* The shim's cuBLAS workspaces (dispatch.c, one per strand): device memory the baseline
- * does not hold. */
-#define DH__WS_EXTRA (2.0 * 64.0 * 1048576.0)
-
-/* Lock held. The bound in bytes, < 0 none: DHELIX_MAX_EXTRA_MEM when set (a percentage of
- * live_peak), else the plan's max_extra_mem_bytes. */
-static double dh__mem_bound(void)
-{
-    static int read;
-    static dh_membound_t env;
-    if (!read) {
-        read = 1;
-        const char *v = dh_config()->max_extra_mem;
-        if (v[0] == '\0') {
-            env.kind = DH_MEMBOUND_NONE;
-            env.bytes = -2; /* unset: the plan's */
-        } else if (dh_mem_bound_parse(v, &env) != 0) {
-            DH_WARN(SCHED, "DHELIX_MAX_EXTRA_MEM='%s' is not a size (512M) or a percentage (3%%): "
-                    "using the plan's bound", v);
-            env.kind = DH_MEMBOUND_NONE;
-            env.bytes = -2;
-        }
-    }
-    if (env.kind == DH_MEMBOUND_NONE && env.bytes == -2)
-        return dh_tracker_mem_bound();
-    return dh_mem_bound_bytes(&env, (double)dh__s.live_peak);
-}
-
-/* Lock held, plan mode, after op is counted: 1 when what pairing holds passes the bound
- * and the rank holds a pair it could still give up. */
-static int dh__mem_over(const dh_op_t *op, int64_t mem)
-{
-    dh__s.live_bytes += mem;
-    if (op->kind == DH_OP_FREE_ASYNC)
-        dh__s.live_bytes -= (int64_t)op->free_bytes;
-    if (dh__s.live_bytes > dh__s.live_peak)
-        dh__s.live_peak = dh__s.live_bytes;
-    double bound = dh__mem_bound();
-    dh__s.stats.mem_bound_bytes = bound < 0 ? -1 : (int64_t)bound;
-    if (bound < 0 || !dh_tracker_planned())
-        return 0;
-    double extra = (double)dh__s.live_bytes + (double)dh__s.unc_bytes + DH__WS_EXTRA -
-                   (double)dh__s.live_peak;
-    if (extra > (double)dh__s.stats.mem_extra_peak)
-        dh__s.stats.mem_extra_peak = (uint64_t)extra;
-    return extra > bound && dh_tracker_pairing();
-}
-
 /* Lock held: a block of group g's free was taken back by an allocation: pairing no longer
  * holds its bytes (freed of them). */
 static void dh__unc_taken(uint64_t g, uint64_t freed)
@@ -477,7 +425,9 @@ int dh_sched_submit(dh_op_t *op)
     if (dh__s.mode == DH_MODE_PLAN && dh_agree_needed())
         dh__agree_before(&d);
     int64_t mem = dh__tls_alloc;
+    size_t nsizes = dh__tls_nsizes;
     dh__tls_alloc = 0;
+    dh__tls_nsizes = 0;
     pthread_mutex_lock(&dh__s.lock);
     int bound = dh__sched_bind_event(op);
     if (bound != 0) {
@@ -529,7 +479,8 @@ int dh_sched_submit(dh_op_t *op)
     if (op->kind == DH_OP_FREE_ASYNC && op->free_bytes && dh__pooling())
         dh_mpool_park(op, dh_op_free_ptr(op), op->free_bytes);
     if (dh__s.mode == DH_MODE_PROFILE) {
-        op->prof = dh_prof_record(op, &d, mem, dh__stream_ordinal(op->stream), dh_deps_prof(op));
+        op->prof = dh_prof_record(op, &d, mem, dh__tls_sizes, nsizes,
+                                  dh__stream_ordinal(op->stream), dh_deps_prof(op));
         if (op->prof) {
             dh_deps_prof_add(op, op->prof - 1);
             if (op->kind == DH_OP_EVENT_RECORD) {
@@ -580,7 +531,7 @@ int dh_sched_submit(dh_op_t *op)
         if (pb + pb / 4 > lim_bytes)
             lim_bytes = pb + pb / 4;
     }
-    if (dh__s.mode == DH_MODE_PLAN && dh__mem_over(op, mem)) {
+    if (dh__s.mode == DH_MODE_PLAN && dh__mem_count(op, mem)) {
         dh__s.stats.mem_bound_vetoes++;
         dh_tracker_drain(DH_UNPAIRED_MEM_BOUND);
         flush = 1;
@@ -828,6 +779,13 @@ void dh_sched_stats(dh_sched_stats_t *out)
     out->plan_refuted_phases = t.refuted;
     out->plan_vetoed = t.vetoed;
     out->plan_held_design = dh_tracker_hold_design();
+    out->mem_program_peak = dh__s.live_peak;
+    out->mem_device_peak = dh__s.devmem.peak;
+    out->mem_device_at_program = dh__s.devmem.live;
+    out->mem_device_at_program_peak = dh__s.devmem.live_peak;
+    out->mem_device_at_paired = dh__s.devmem.paired;
+    out->mem_device_at_unissued = dh__s.devmem.unissued;
+    out->mem_device_at_ws = dh__s.devmem.ws;
     pthread_mutex_unlock(&dh__s.lock);
     dh_agree_stats_t a;
     dh_agree_stats(&a);

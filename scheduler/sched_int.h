@@ -89,6 +89,13 @@ typedef struct dh_sched_state {
      * program holds in its own order (allocations made minus frees captured, so the
      * baseline's curve), its peak, and the bound (bytes, < 0 none; -2 not read yet). */
     int64_t live_bytes, live_peak; /* lock */
+    int64_t held_peak;            /* lock: the peak of live_bytes + unc_bytes (memacct.c) */
+    int mem_over_alloc;           /* lock: an allocation since the last op passed the bound */
+    /* The device as the shim sees it (sched.c "memory bound"): the program's memory plus
+     * the frees not issued yet plus the workspaces, its peak and what it held then. */
+    struct dh_devmem {
+        int64_t peak, live, live_peak, paired, unissued, ws;
+    } devmem;                     /* lock */
     double mem_bound;             /* lock */
     uint64_t kick_ms;             /* lock: wall time of the first unanswered kick, or 0 */
     uint64_t join_gen;            /* lock: bumped by every barrier */
@@ -167,5 +174,18 @@ void dh__fallback(const char *why);  /* lock NOT held */
  * dh_sched_submit). Returns the operations deferred until then. */
 uint64_t dh__sched_passthrough(void);
 uint64_t dh__wall_ms(void);
+
+/* Bytes of cuBLAS workspaces the dispatcher allocated so far (dispatch.c). Any thread. */
+uint64_t dh__sched_ws_bytes(void);
+
+/* ---- memacct.c: device memory, counted in program order; lock held, plan mode ---- */
+/* Counts op (mem: the stream-ordered bytes its thread allocated since its previous op;
+ * after op's free is in unc_bytes and held_free_bytes). 1 when what pairing holds passes
+ * the extra-memory bound and the rank holds a pair it could still give up. */
+int dh__mem_count(const dh_op_t *op, int64_t mem);
+/* Before an allocation of size bytes that takes fresh memory, by a thread that allocated
+ * pending bytes since its last op: waits (releasing the lock) while frees the dispatcher
+ * may issue but has not would make the device pass the count's peak. */
+void dh__mem_before_fresh(size_t size, int64_t pending);
 
 #endif

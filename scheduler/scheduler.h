@@ -173,6 +173,12 @@ typedef struct dh_sched_stats {
                                      would pass DHELIX_MAX_EXTRA_MEM (sched.c) */
     uint64_t mem_extra_peak;      /* most extra bytes the bound's accounting saw */
     int64_t mem_bound_bytes;      /* the bound in effect at the end (-1 none) */
+    uint64_t mem_fresh_waits;     /* allocations that waited for the dispatcher's frees
+                                     (memacct.c) */
+    /* The device as the shim saw it (sched.c, dh__devmem_note): the program's own peak, and
+     * the peak of program + unissued frees + workspaces with what it held then. */
+    int64_t mem_program_peak, mem_device_peak, mem_device_at_program, mem_device_at_program_peak;
+    int64_t mem_device_at_paired, mem_device_at_unissued, mem_device_at_ws;
     /* the ranks' agreement (agree.h) */
     uint64_t agree_rounds, agree_no, agree_timeouts; /* votes cast, "no" results, timeouts */
     uint64_t agree_waits, agree_total_ns, agree_max_ns; /* yes votes: their waits */

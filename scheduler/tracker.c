@@ -53,12 +53,7 @@ static struct {
     /* The ranks' agreement (agree.h; "agreement" below). Immutable once loaded: */
     int agree;                        /* there are ranks to agree with and pairs to vote on */
     int nvp;                          /* vote points per iteration */
-    struct dh__vp {
-        size_t c;                     /* the template op that completes the pair */
-        size_t cap;                   /* its first two-strand group: held until the vote */
-        size_t c0;                    /* the first template op of a group from cap on */
-        uint64_t pair;                /* the pair's key (its backward's micro-batch) */
-    } *vp;
+    dh_plan_vp_t *vp;                 /* the vote points (plan.h) */
     uint64_t held_capped;             /* what the plan holds at most with the caps */
     /* guarded by dh__s.lock: */
     uint64_t iter_no;                 /* template iterations started (the keys' high bits) */
@@ -208,68 +203,13 @@ static int dh__vote_points(const dh_plan_section_t *s)
     dh__t.vp = NULL;
     dh__t.nvp = 0;
     dh__t.agree = 0;
-    size_t *rel = dh_plan_release_marks(s);
-    struct dh__vp *vp = calloc((size_t)s->ngroups + 1, sizeof *vp);
-    size_t *last = calloc((size_t)s->ngroups + 1, sizeof *last);
-    size_t *cnt = calloc((size_t)s->ngroups + 1, sizeof *cnt);
-    if (!rel || !vp || !last || !cnt) {
-        free(rel);
-        free(vp);
-        free(last);
-        free(cnt);
+    int n = dh_plan_vote_points(s, &dh__t.vp, &dh__t.held_capped);
+    if (n < 0)
         return -1;
-    }
-    int n = 0;
     uint64_t mask = 0;
-    for (int g = 0; g < s->ngroups; g++) {
-        const dh_plan_group_t *gr = &s->groups[g];
-        if (gr->a_n == 0 || gr->b_n == 0)
-            continue;
-        const dh_plan_op_t *op = &s->ops[gr->a_first];
-        int mb = op->phase >= 0 && op->phase < s->nphases ? s->phases[op->phase].mb : -1;
-        uint64_t pair = mb < 0 ? 0 : (uint64_t)mb > 0xfffe ? 0xfffe : (uint64_t)mb;
-        if (n > 0 && pair <= vp[n - 1].pair) {
-            last[n - 1] = (size_t)g; /* keys only grow within an iteration: one round */
-            continue;
-        }
-        vp[n] = (struct dh__vp){.cap = (size_t)g, .pair = pair};
-        last[n++] = (size_t)g;
-        mask |= 1ull << (pair < 63 ? pair : 63);
-    }
-    /* Each vote at the first op after which the pair's last two-strand group is complete. */
-    for (int k = 0, c = 0; k < n; k++) {
-        while ((size_t)c < s->nops && rel[c] <= last[k])
-            c++;
-        vp[k].c = (size_t)c < s->nops ? (size_t)c : s->nops - 1;
-        vp[k].c0 = vp[k].c;
-        for (size_t j = k > 0 ? vp[k - 1].c + 1 : 0; j < vp[k].c; j++)
-            if ((size_t)s->ops[j].group >= vp[k].cap) {
-                vp[k].c0 = j;
-                break;
-            }
-    }
-    /* What the plan holds at most once the release mark stops at each cap. */
-    uint64_t held = 0, most = 0;
-    size_t r = 0;
-    for (size_t c = 0, k = 0; c < s->nops; c++) {
-        size_t g = (size_t)s->ops[c].group;
-        cnt[g]++;
-        held += g >= r;
-        while (k < (size_t)n && vp[k].c < c)
-            k++;
-        size_t to = rel[c];
-        if (k < (size_t)n && vp[k].c > c && to > vp[k].cap)
-            to = vp[k].cap;
-        for (; r < to; r++)
-            held -= cnt[r];
-        most = held > most ? held : most;
-    }
-    free(rel);
-    free(last);
-    free(cnt);
-    dh__t.vp = vp;
+    for (int k = 0; k < n; k++)
+        mask |= 1ull << (dh__t.vp[k].pair < 63 ? dh__t.vp[k].pair : 63);
     dh__t.nvp = n;
-    dh__t.held_capped = most;
     dh__t.agree = n > 0 && dh_agree_needed();
     dh_agree_set_mask(mask);
     return 0;

@@ -208,7 +208,9 @@ typedef enum dh_cfg_kind {
       17592186044416LL,                                                                     \
       "Most device memory held by deferred frees the dispatcher may already issue (their "  \
       "group is complete) but has not yet; past it the program waits for the dispatcher. " \
-      "Lower trades host waiting for device memory; the order of work does not change.")  \
+      "Lower trades host waiting for device memory; the order of work does not change. "  \
+      "In plan mode an allocation of fresh memory also waits for them wherever they "      \
+      "would raise the device's peak past the plan's count (stats mem_fresh_waits).")      \
     X(MAX_EXTRA_MEM, max_extra_mem, STR, "", "empty, none, a size (512M) or a percent (3%)", \
       0, 0,                                                                                 \
       "Most extra peak device memory pairing may cost over the baseline: a size, or a "    \

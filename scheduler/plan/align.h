@@ -46,21 +46,32 @@
  *   - neither side holds comm or copy (compute || compute) and eff(compute, compute) <= 0
  *     (for a measured single-op pair: its measured efficiency <= 0).
  *
- * Memory, as the runtime holds it. memA(i) is the sum of mem over A's first i ops, memB(j)
+ * Memory, as the runtime holds it (the planner's full account of a plan is memsim.h; this
+ * is its bound, per state). memA(i) is the sum of mem over A's first i ops, memB(j)
  * likewise; peak_base = max(max_i memA(i), memA(nA) + max_j memB(j)) (A then B, serially).
  * The program issues all of A before B, and the runtime holds A's ops from its first
  * paired group on until their B ops arrive: by then every allocation of A has been made
  * (cudaMallocAsync answers at once) while A's frees take effect only as their groups go
- * out. So once B has started, or inside a pair, A stands at
- *   heldA(i) = memA(i) + (the bytes A allocates after op i),
- * and before (A's leading solo steps, j = 0) at memA(i):
- *   extra(i, j) = max(0, (j > 0 or in a pair ? heldA(i) : memA(i)) + memB(j) - peak_base).
- * A step is allowed only when extra is within the bound at every state (i', j') it spans:
- * for a pair step from (i0, j0) to (i1, j1) every i0 <= i' <= i1, j0 <= j' <= j1, because
- * two co-running segments may interleave in any way; for a solo step every state its ops
- * pass through (its end state when it is one op). The serial path (all of A, then all of B)
- * never exceeds peak_base (heldA(nA) = memA(nA)), so it is always allowed and the DP is
- * never worse than serial plus 2G.
+ * out, except those a later allocation of A took back (the shim's pool, exact size: kept),
+ * whose bytes live on in that allocation. So once B has started, or inside a pair, A
+ * stands at
+ *   heldA(i) = memA(nA) + (the bytes of A's frees at or past op i that nothing took back),
+ * and before (A's leading solo steps, j = 0) at memA(i). Frees of B inside a paired group
+ * wait for the group too, and only B's allocations of that group may take them back
+ * (retaken, from a free inside the group), so a pair segment of B from j0 stands at
+ *   heldB(j0, j) = memB(j0) + (the bytes B allocates in [j0, j) that take back no free of
+ *                  [j0, j)),
+ * and between groups at memB(j) (a group's frees go out with it; a solo-b group goes out
+ * op by op):
+ *   extra(i, j) = max(0, (j > 0 or in a pair ? heldA(i) : memA(i)) + memB'(j) - peak_base),
+ * with memB' heldB inside a pair step, memB otherwise. A step is allowed only when extra
+ * is within the bound at every state (i', j') it spans: for a pair step from (i0, j0) to
+ * (i1, j1) every i0 <= i' <= i1, j0 <= j' <= j1, because two co-running segments may
+ * interleave in any way; for a solo step every state its ops pass through (its end state
+ * when it is one op). The serial path (all of A, then all of B) never exceeds peak_base
+ * (heldA(nA) = memA(nA)), so it is always allowed and the DP is never worse than serial
+ * plus 2G. The runtime's own memory (its cuBLAS workspaces) is the caller's to take off
+ * the bound.
  *
  * Pure functions of their arguments: thread-safe.
  */
@@ -81,8 +92,16 @@ typedef struct dh_align_op {
     dh_opclass_t cls;
     int comm;           /* communicator index (class comm), -1 none (own channel) */
     int pinned;         /* may never run beside the other strand */
-    int64_t mem;        /* bytes allocated (negative: freed) by this op */
+    int64_t mem;        /* bytes allocated minus bytes freed by this op (its thread's
+                           allocations since its previous op, and a free's block) */
     uint64_t sig;       /* for the measured pairs */
+    /* Memory reuse inside its sequence (the shim's pool, dh_memsim_reuse; all 0 when
+     * unknown, which is conservative): */
+    int64_t freed;      /* bytes it frees (>= 0) */
+    int64_t kept;       /* of those, what a later allocation of its sequence takes back */
+    int64_t retaken;    /* bytes of its allocations that take back earlier frees of its
+                           sequence */
+    uint32_t retaken_from; /* how many ops back the earliest free they take is (0: none) */
 } dh_align_op_t;
 
 /* A measured pair: op a (strand a) and op b (strand b) co-ran with this efficiency. */

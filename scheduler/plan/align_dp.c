@@ -149,6 +149,43 @@ static void dh__masks(dh__dp_t *d)
     }
 }
 
+/* Bytes op frees: its own count, or (unknown) what its negative mem says. */
+static int64_t dh__freed(const dh_align_op_t *op)
+{
+    return op->freed > 0 ? op->freed : op->mem < 0 ? -op->mem : 0;
+}
+
+static int64_t dh__kept(const dh_align_op_t *op)
+{
+    int64_t f = dh__freed(op);
+    return op->kept < 0 ? 0 : op->kept > f ? f : op->kept;
+}
+
+/* The largest memory B passes through inside each pair segment (align.h, "Memory"): from
+ * memB at its start, with its frees held to the segment's end and its allocations fresh
+ * unless they take back a free of the segment. For each start unit v, one walk over the
+ * units a segment from v can span. */
+static void dh__held_b(dh__dp_t *d)
+{
+    for (size_t v = 0; v < d->nb; v++) {
+        double at = d->memB[v], top = at;
+        size_t j0 = d->cb[v];
+        for (int l = 1; l <= d->L && v + (size_t)l <= d->nb; l++) {
+            size_t u = v + (size_t)l - 1;
+            for (size_t k = d->cb[u]; k < d->cb[u + 1]; k++) {
+                const dh_align_op_t *op = &d->b[k];
+                double made = (double)op->mem + (double)dh__freed(op);
+                if (op->retaken > 0 && op->retaken_from > 0 && op->retaken_from <= k - j0)
+                    made -= (double)op->retaken;
+                at += made > 0 ? made : 0;
+                top = at > top ? at : top;
+            }
+            dh__seg_t *sg = &d->segB[u * (size_t)d->L + (size_t)(l - 1)];
+            sg->memmax = top;
+        }
+    }
+}
+
 /* B's segment table as arrays over j, and the legality penalties; a segment that does not
  * exist (l2 > j) is bad. */
 static void dh__prep_soa(dh__dp_t *d)
@@ -529,28 +566,30 @@ static dh_status_t dh__setup(dh__dp_t *d, const dh_align_params_t *p)
     DH_CHECK(dh__dp_alloc(d));
     /* Nothing held yet: A's leading solo steps. */
     dh__prep(d, d->a, d->ca, d->na, d->memA0, d->uta, d->umA0, d->usA, d->segA, 0);
-    /* Held: every allocation of A is made (the program issued all of A before B), A's
-     * frees count up to i only. Prefix sums of A's frees, plus all of A's allocations. */
+    /* Held (align.h, "Memory"): every allocation of A is made (the program issued all of A
+     * before B); of A's frees, those past i that nothing took back still wait for their
+     * groups. heldA(i) = memA(nA) + that sum: fed to dh__prep as its differences (minus
+     * each free nothing took back), plus its value at 0. */
     dh_align_op_t *held = malloc((na_ops ? na_ops : 1) * sizeof *held);
     if (held == NULL)
         return DH_ERR_NOMEM;
-    double alloc_a = 0;
+    double held0 = 0;
     for (size_t i = 0; i < na_ops; i++) {
         held[i] = d->a[i];
-        if (held[i].mem > 0) {
-            alloc_a += (double)held[i].mem;
-            held[i].mem = 0;
-        }
+        int64_t gone = dh__freed(&d->a[i]) - dh__kept(&d->a[i]);
+        held[i].mem = -gone;
+        held0 += (double)d->a[i].mem + (double)gone;
     }
     dh__prep(d, held, d->ca, d->na, d->memA, d->uta, d->umA, d->usA, d->segA, 0);
     free(held);
     for (size_t u = 0; u <= d->na; u++)
-        d->memA[u] += alloc_a;
+        d->memA[u] += held0;
     for (size_t u = 0; u < d->na; u++)
-        d->umA[u] += alloc_a;
+        d->umA[u] += held0;
     for (size_t k = 0; k < d->na * (size_t)d->L; k++)
-        d->segA[k].memmax += alloc_a;
+        d->segA[k].memmax += held0;
     dh__prep(d, d->b, d->cb, d->nb, d->memB, d->utb, d->umB, d->usB, d->segB, 1);
+    dh__held_b(d);
     /* The serial path's peak, over every op state (units only coarsen the grid). */
     double at = 0, maxA = 0, maxB = 0;
     for (size_t i = 0; i < na_ops; i++) {

@@ -54,17 +54,35 @@ static void dh__kops(dh__kb_t *k, const dh_align_op_t *ops, size_t n)
                         (uint64_t)(ops[i].pinned != 0) << 40);
         dh__kput(k, (uint64_t)ops[i].mem);
         dh__kput(k, ops[i].sig);
+        dh__kput(k, (uint64_t)ops[i].freed);
+        dh__kput(k, (uint64_t)ops[i].kept);
+        dh__kput(k, (uint64_t)ops[i].retaken);
+        dh__kput(k, ops[i].retaken_from);
+    }
+}
+
+/* What the pair's memory simulation reads beyond the DP's input (planmem.c): each op's
+ * allocation sizes, its free and its stream. */
+static void dh__kmem(dh__kb_t *k, const dh_memsim_op_t *m, size_t n)
+{
+    for (size_t i = 0; m != NULL && i < n; i++) {
+        dh__kput(k, (uint64_t)m[i].freed ^ (uint64_t)m[i].stream << 48 ^ (uint64_t)m[i].blas << 63);
+        dh__kput(k, m[i].nsizes);
+        for (size_t q = 0; q < m[i].nsizes; q++)
+            dh__kput(k, (uint64_t)m[i].sizes[q]);
     }
 }
 
 dh_status_t dh__dpcache_key(const dh_align_op_t *a, size_t na, const dh_align_op_t *b,
-                            size_t nb, const size_t *need, const dh_align_order_t *orders,
-                            int norders, int max_seg, uint64_t **key, size_t *nkey)
+                            size_t nb, const dh_memsim_op_t *mops, const size_t *need,
+                            const dh_align_order_t *orders, int norders, int max_seg,
+                            uint64_t **key, size_t *nkey)
 {
     dh__kb_t k = {0};
     dh__kput(&k, (uint64_t)max_seg);
     dh__kops(&k, a, na);
     dh__kops(&k, b, nb);
+    dh__kmem(&k, mops, na + nb);
     dh__kput(&k, need != NULL);
     for (size_t j = 0; need && j < nb; j++)
         dh__kput(&k, need[j]);

@@ -28,6 +28,9 @@
 #define DH_PLAN_VERSION 2
 #define DH_PLAN_VERSION_FLAT 1
 #define DH_PLAN_NAME_MAX 64
+/* The cuBLAS workspace the runtime gives each strand's handle (scheduler/dispatch.c): device
+ * memory the baseline does not hold, which the planner counts in a plan's extra memory. */
+#define DH_PLAN_BLAS_WS_BYTES (64u << 20)
 
 /* X(id, name): what an operation is, for the cost model and the legality rules. */
 #define DH_OPCLASS_LIST(X) \
@@ -73,6 +76,11 @@ typedef struct dh_prof_op {
     int64_t mem;                    /* bytes the issuing thread allocated (stream-ordered)
                                        since its previous op (>= 0), or, for FREE ops, minus
                                        the bytes freed */
+    uint32_t nallocs;               /* 0: those allocations are mem alone (one, or none);
+                                       else their sizes, in order, are the profile's
+                                       alloc_sizes[alloc_first..+nallocs): several (summing
+                                       to mem), or those made before a FREE op (dh_prof_allocs) */
+    size_t alloc_first;
     int sync_before;                /* 1: the host synchronised (a drain) right before it */
     int64_t dep1;                   /* 1 + the index of the latest op of the previous run of
                                        another thread this one must follow (an event it
@@ -93,7 +101,17 @@ typedef struct dh_profile {
     int sync_at_end;                /* the profile ends right after a host synchronisation */
     size_t trimmed_n;               /* dh_profile_trim kept whole iterations of this many ops
                                        (the iteration found before trimming), 0 untrimmed */
+    int64_t *alloc_sizes;           /* the ops' allocation sizes (dh_prof_op_t.nallocs) */
+    size_t nalloc_sizes;
 } dh_profile_t;
+
+/* The stream-ordered allocations op's thread made since its previous op, each a size in
+ * bytes (the shim's pool reuses a freed block for an allocation of exactly its size, so
+ * sizes matter, not only their sum): *sizes points at them (into p, or at op->mem), and
+ * the count is returned. bytes_out (may be NULL) gets their sum; freed_out (may be NULL)
+ * the bytes op frees (FREE ops, else 0). Pure. */
+size_t dh_prof_allocs(const dh_profile_t *p, const dh_prof_op_t *op, const int64_t **sizes,
+                      int64_t *bytes_out, int64_t *freed_out);
 
 /* Parse a profile from memory (name is used in messages) or from a file. */
 dh_status_t dh_profile_parse(const char *buf, size_t len, const char *name, dh_profile_t **out,
@@ -116,8 +134,11 @@ void dh_profile_free(dh_profile_t *p);
 typedef struct dh_prof_builder dh_prof_builder_t;
 dh_prof_builder_t *dh_prof_builder_new(void); /* NULL out of memory */
 void dh_prof_builder_free(dh_prof_builder_t *b);
-/* Appends op (every field used; dep1 beyond the ops so far is dropped). DH_ERR_NOMEM. */
-dh_status_t dh_prof_builder_add(dh_prof_builder_t *b, const dh_prof_op_t *op);
+/* Appends op (every field used but nallocs and alloc_first; dep1 beyond the ops so far is
+ * dropped) with the sizes of the allocations its thread made since its previous op
+ * (nsizes of them; sizes may be NULL when nsizes is 0: mem alone says them). DH_ERR_NOMEM. */
+dh_status_t dh_prof_builder_add(dh_prof_builder_t *b, const dh_prof_op_t *op,
+                                const int64_t *sizes, size_t nsizes);
 /* Sets op i's device duration and start (< 0 unknown). */
 void dh_prof_builder_time(dh_prof_builder_t *b, size_t i, double us, double start_us);
 size_t dh_prof_builder_nops(const dh_prof_builder_t *b);
@@ -221,6 +242,22 @@ const dh_plan_section_t *dh_plan_section_for(const dh_plan_t *p, int rank);
  * or before c). Groups go out in order, so this is what may be issued then. Returns a
  * malloc'ed array, NULL out of memory. */
 size_t *dh_plan_release_marks(const dh_plan_section_t *s);
+
+/* Where ranks that must agree vote (scheduler/tracker.c, "agreement"): one point per pair
+ * of micro-batches with two-strand groups, in template order. Until op c has arrived, the
+ * release mark stops at cap, the pair's first two-strand group (the pair goes out whole,
+ * once agreed). */
+typedef struct dh_plan_vp {
+    size_t c;                       /* the template op after which the pair's last
+                                       two-strand group is complete: the vote */
+    size_t cap;                     /* the pair's first two-strand group */
+    size_t c0;                      /* the first template op of a group from cap on */
+    uint64_t pair;                  /* the pair's key (its backward's micro-batch) */
+} dh_plan_vp_t;
+/* s's vote points: *out (malloc'ed, NULL when none) and their number, or -1 out of memory.
+ * *held gets the most ops the caps hold back at once (release marks stopped at each cap
+ * until its vote). */
+int dh_plan_vote_points(const dh_plan_section_t *s, dh_plan_vp_t **out, uint64_t *held);
 
 /* A section's template as the runtime walks it: each block of repeated phases (plan
  * version 2) held once, so that its memory follows the distinct blocks, not the

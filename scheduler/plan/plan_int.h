@@ -114,6 +114,17 @@ dh_status_t dh__prof_op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t 
                               int ncomms, dh_prof_op_t *op);
 /* The ops of a compact profile (version 2; profile_read2.c), expanded into p->ops. */
 dh_status_t dh__profile_read2(const dh__jr_t *r, json_t *root, dh_profile_t *p);
+/* Most allocations one op may list ("allocs", docs/plan-format.md). */
+#define DH__MAX_ALLOCS 4096u
+/* An op's optional "allocs" (v, NULL when absent; 0 reads as none) into sizes (room for
+ * DH__MAX_ALLOCS), *n of them; they must sum to op's mem unless op is a free. */
+dh_status_t dh__allocs_parse(const dh__jr_t *r, json_t *v, const dh__jpath_t *at,
+                             const dh_prof_op_t *op, int64_t *sizes, size_t *n);
+/* Gives op sizes[0..n) (appended to p's pool; none when n is 0). DH_ERR_NOMEM. */
+dh_status_t dh__prof_allocs_add(dh_profile_t *p, dh_prof_op_t *op, const int64_t *sizes,
+                                size_t n);
+/* Writes sizes as a JSON list ("0" when n is 0). */
+void dh__allocs_json(dh_strbuf_t *b, const int64_t *sizes, size_t n);
 
 /* Frees what a section owns and zeroes it (the section itself is not freed). */
 void dh__plan_section_clear(dh_plan_section_t *s);

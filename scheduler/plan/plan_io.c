@@ -280,6 +280,76 @@ size_t *dh_plan_release_marks(const dh_plan_section_t *s)
     return ra;
 }
 
+int dh_plan_vote_points(const dh_plan_section_t *s, dh_plan_vp_t **out, uint64_t *held_most)
+{
+    *out = NULL;
+    *held_most = 0;
+    size_t *rel = dh_plan_release_marks(s);
+    dh_plan_vp_t *vp = calloc((size_t)s->ngroups + 1, sizeof *vp);
+    size_t *last = calloc((size_t)s->ngroups + 1, sizeof *last);
+    size_t *cnt = calloc((size_t)s->ngroups + 1, sizeof *cnt);
+    if (!rel || !vp || !last || !cnt) {
+        free(rel);
+        free(vp);
+        free(last);
+        free(cnt);
+        return -1;
+    }
+    int n = 0;
+    for (int g = 0; g < s->ngroups; g++) {
+        const dh_plan_group_t *gr = &s->groups[g];
+        if (gr->a_n == 0 || gr->b_n == 0)
+            continue;
+        const dh_plan_op_t *op = &s->ops[gr->a_first];
+        int mb = op->phase >= 0 && op->phase < s->nphases ? s->phases[op->phase].mb : -1;
+        uint64_t pair = mb < 0 ? 0 : (uint64_t)mb > 0xfffe ? 0xfffe : (uint64_t)mb;
+        if (n > 0 && pair <= vp[n - 1].pair) {
+            last[n - 1] = (size_t)g; /* keys only grow within an iteration: one round */
+            continue;
+        }
+        vp[n] = (dh_plan_vp_t){.cap = (size_t)g, .pair = pair};
+        last[n++] = (size_t)g;
+    }
+    /* Each vote at the first op after which the pair's last two-strand group is complete. */
+    for (int k = 0, c = 0; k < n; k++) {
+        while ((size_t)c < s->nops && rel[c] <= last[k])
+            c++;
+        vp[k].c = (size_t)c < s->nops ? (size_t)c : s->nops - 1;
+        vp[k].c0 = vp[k].c;
+        for (size_t j = k > 0 ? vp[k - 1].c + 1 : 0; j < vp[k].c; j++)
+            if ((size_t)s->ops[j].group >= vp[k].cap) {
+                vp[k].c0 = j;
+                break;
+            }
+    }
+    /* What the plan holds at most once the release mark stops at each cap. */
+    uint64_t held = 0, most = 0;
+    size_t r = 0;
+    for (size_t c = 0, k = 0; c < s->nops; c++) {
+        size_t g = (size_t)s->ops[c].group;
+        cnt[g]++;
+        held += g >= r;
+        while (k < (size_t)n && vp[k].c < c)
+            k++;
+        size_t to = rel[c];
+        if (k < (size_t)n && vp[k].c > c && to > vp[k].cap)
+            to = vp[k].cap;
+        for (; r < to; r++)
+            held -= cnt[r];
+        most = held > most ? held : most;
+    }
+    free(rel);
+    free(last);
+    free(cnt);
+    if (n == 0) {
+        free(vp);
+        vp = NULL;
+    }
+    *out = vp;
+    *held_most = most;
+    return n;
+}
+
 const dh_plan_section_t *dh_plan_section_for(const dh_plan_t *p, int rank)
 {
     if (p == NULL)

@@ -1,6 +1,7 @@
 /* planner.c: profiles -> sections -> phases -> aligned pairs -> groups (planner.h). */
 #include "planner_int.h"
 #include "plan_int.h"
+#include "memsim.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@ typedef struct dh__pl {
     dh__tmpl_t *tmpl;
     char (*names)[256];
     dh_align_model_t model;
+    int agree;                      /* the job's ranks vote on each pair (several processes) */
     char *err;
     size_t errlen;
 } dh__pl_t;
@@ -100,7 +102,10 @@ typedef struct dh__sect {
     const int *members;             /* profile indices; members[0] gives the template */
     int nmembers;
     dh_align_op_t *aops;            /* the template as the DP sees it */
-    double saved_us, extra_mem;
+    dh_memsim_op_t *mops;           /* the template as memsim.h sees it */
+    double fixed_mem;               /* the runtime's own memory pairing makes it allocate:
+                                       both strands' cuBLAS workspaces when it runs GEMMs */
+    double saved_us;
     dh__orders_t *ord;              /* orders of collectives (orders.c); NULL: one section */
     const dh_align_op_t *root_aops; /* mirroring: its root's DP input; NULL for a root */
     const long *match;              /* mirroring: its ops matched to its root's */
@@ -232,10 +237,10 @@ static dh_status_t dh__align_ops(const dh__pl_t *pl, dh__sect_t *x, const dh_pla
         a->cls = src->cls;
         a->comm = src->comm;
         a->pinned = src->comm >= 0 && src->comm < p->ncomms && pinned[src->comm];
-        a->mem = src->mem;
         a->sig = src->sig;
     }
     free(pinned);
+    DH_CHECK(dh__mem_ops(p, t->ops, s, x->aops, &x->mops, &x->fixed_mem));
     return dh__transfer_times(p, t, x->aops, s->nops);
 }
 
@@ -296,6 +301,7 @@ typedef struct dh__pairdp {
     size_t *cuta, *cutb, nua, nub;
     int serial_ok;                  /* the serial schedule keeps the orders it follows */
     size_t *need;                   /* [nb]: A's ops each B op must follow (align.h), or NULL */
+    const dh_memsim_op_t *mops;     /* A's ops then B's, as memsim.h sees them */
 } dh__pairdp_t;
 
 /* For F phase k+1 after B phase k: how many of B's ops each F op must follow, from the
@@ -325,14 +331,19 @@ static dh_status_t dh__pair_need(const dh__pl_t *pl, const dh__sect_t *x,
 
 /* Runs the DP of one pair, following the orders of collectives earlier sections chose, or
  * takes its result from an earlier pair with the same input (dpcache.c). */
-static dh_status_t dh__run_dp(const dh__pl_t *pl, dh__sect_t *x, int pair, dh__pairdp_t *q,
-                              dh_align_result_t *r)
+static dh_status_t dh__run_dp(const dh__pl_t *pl, dh__sect_t *x, int sec, int pair,
+                              dh__pairdp_t *q, dh_align_result_t *r)
 {
     int L = pl->o->max_segment;
     if (L == 0)
         L = (q->nua > q->nub ? q->nua : q->nub) <= DH_PLAN_LONG_SEG_UNITS ? 8 : 4;
+    /* The bound is of all that pairing costs: the runtime's own memory comes first (the
+     * caller pairs nothing when the bound leaves no room for it). */
+    double bound = pl->o->max_extra_mem_bytes;
+    if (bound >= 0)
+        bound = bound > x->fixed_mem ? bound - x->fixed_mem : 0;
     dh_align_params_t prm = {.max_seg = L,
-                             .max_extra_mem = pl->o->max_extra_mem_bytes,
+                             .max_extra_mem = bound,
                              .group_cost_us = pl->o->group_cost_us,
                              .a_cuts = q->cuta, .a_nunits = q->nua,
                              .b_cuts = q->cutb, .b_nunits = q->nub, .b_need = q->need};
@@ -345,12 +356,21 @@ static dh_status_t dh__run_dp(const dh__pl_t *pl, dh__sect_t *x, int pair, dh__p
     q->serial_ok = dh__orders_serial(orders, prm.norders);
     uint64_t *key = NULL;
     size_t nkey = 0;
-    dh_status_t st = dh__dpcache_key(q->a, q->na, q->b, q->nb, q->need, orders, prm.norders, L,
-                                     &key, &nkey);
+    dh_status_t st = dh__dpcache_key(q->a, q->na, q->b, q->nb, q->mops, q->need, orders,
+                                     prm.norders, L, &key, &nkey);
     if (st == DH_OK && dh__dpcache_get(&x->cache, key, nkey, &st, r)) {
         free(key);
     } else if (st == DH_OK) {
-        st = dh_align(q->a, q->na, q->b, q->nb, &pl->model, &prm, r);
+        int fits;
+        st = dh__align_fit(q->a, q->na, q->b, q->nb, q->mops, pl->agree, &pl->model, &prm, r,
+                           &fits);
+        if (st == DH_OK && !fits) {
+            /* No gain claimed: the pair stays serial unless orders of collectives force
+             * this alignment (dh__align_pair). */
+            dh__warnf(pl, "section %d: pair %d finds no alignment within the memory bound as "
+                          "the runtime holds a pair (memsim.h); it stays serial", sec, pair);
+            r->cost_us = r->serial_us;
+        }
         if (st == DH_OK || st == DH_ERR_RANGE || st == DH_ERR_STATE) {
             dh_status_t cst = dh__dpcache_put(&x->cache, key, nkey, st, r);
             if (cst != DH_OK)
@@ -391,8 +411,6 @@ static dh_status_t dh__take_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sect
         s->ops[i].phase = k + 1;
     DH_CHECK(dh__emit_pair(s, gs, pb->first, pf->first, r, q->cuta, q->cutb));
     x->saved_us += r->serial_us - r->cost_us;
-    if (r->extra_mem > x->extra_mem)
-        x->extra_mem = r->extra_mem;
     return DH_OK;
 }
 
@@ -406,7 +424,7 @@ static dh_status_t dh__align_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sec
 {
     const dh_plan_phase_t *pb = &s->phases[k], *pf = &s->phases[k + 1];
     dh__pairdp_t q = {x->aops + pb->first, x->aops + pf->first, pb->n, pf->n, NULL, NULL, 0, 0, 1,
-                      NULL};
+                      NULL, x->mops + pb->first};
     dh_align_result_t r = {0};
     dh_status_t st = dh__pair_need(pl, x, s, k, &q.need);
     if (st == DH_OK)
@@ -414,7 +432,7 @@ static dh_status_t dh__align_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sec
     if (st == DH_OK)
         st = dh__units(pl, q.b, q.nb, &q.cutb, &q.nub);
     if (st == DH_OK)
-        st = dh__run_dp(pl, x, pair, &q, &r);
+        st = dh__run_dp(pl, x, sec, pair, &q, &r);
     if (st == DH_ERR_RANGE)
         dh__warnf(pl, "section %d: phases %d and %d (%zu x %zu units of %zu x %zu ops) are too "
                       "large to align; they run serially", sec, k, k + 1, q.nua, q.nub, q.na,
@@ -443,11 +461,19 @@ static dh_status_t dh__section_groups(const dh__pl_t *pl, dh__sect_t *x, dh_plan
     dh_status_t st = DH_OK;
     size_t run_first = 0, run_n = 0, npairs = 0, done = 0;
     char what[96];
+    /* A bound below the runtime's own memory leaves no room for any pair: the runtime
+     * would veto each (scheduler/memacct.c). */
+    double bound = pl->o->max_extra_mem_bytes;
+    int room = !(bound >= 0 && bound < x->fixed_mem);
+    if (!room)
+        dh__warnf(pl, "section %d: the memory bound (%.0f MiB) is below the shim's cuBLAS "
+                      "workspaces (%.0f MiB): nothing is paired", sec, bound / 1048576.0,
+                  x->fixed_mem / 1048576.0);
     for (int k = 0; k < s->nphases; k++)
         npairs += s->phases[k].kind == 'B' && s->phases[k].paired_with == k + 1;
     for (int k = 0; k < s->nphases && st == DH_OK; k++) {
         const dh_plan_phase_t *ph = &s->phases[k];
-        if (ph->kind == 'B' && ph->paired_with == k + 1) {
+        if (room && ph->kind == 'B' && ph->paired_with == k + 1) {
             st = dh__emit_serial(s, &gs, run_first, run_n, -1);
             if (st == DH_OK) {
                 snprintf(what, sizeof(what), "section %d: aligning pair %zu of %zu", sec,
@@ -500,51 +526,6 @@ static void dh__check_microbatches(const dh__pl_t *pl, const dh_plan_section_t *
                       "serial", sec);
 }
 
-/* What the runtime holds back for pairing at most: walking the template in program order,
- * the ops (and bytes of frees) in groups not complete yet, as the tracker releases them
- * (scheduler/tracker.c; a group of one strand goes out op by op once every group before it
- * is complete). The runtime's bounded-lag limits stretch to this. */
-static dh_status_t dh__held(const dh__pl_t *pl, const dh__sect_t *x, dh_plan_section_t *s)
-{
-    const dh_prof_op_t *src = pl->tmpl[x->members[0]].ops;
-    size_t *ra = dh_plan_release_marks(s);
-    double *ops = calloc((size_t)s->ngroups, sizeof *ops), *bytes = calloc((size_t)s->ngroups, sizeof *bytes);
-    if (!ra || !ops || !bytes) {
-        free(ra);
-        free(ops);
-        free(bytes);
-        return DH_ERR_NOMEM;
-    }
-    double hops = 0, hbytes = 0;
-    size_t r = 0;
-    for (size_t c = 0; c < s->nops; c++) {
-        int g = s->ops[c].group;
-        double freed = src[c].mem < 0 ? -(double)src[c].mem : 0;
-        ops[g] += 1;
-        bytes[g] += freed;
-        hops += 1;
-        hbytes += freed;
-        for (; r < ra[c]; r++) {
-            hops -= ops[r];
-            hbytes -= bytes[r];
-            ops[r] = bytes[r] = 0;
-        }
-        /* A group of one strand with every group before it complete goes out op by op. */
-        const dh_plan_group_t *gr = &s->groups[g];
-        if ((gr->a_n == 0 || gr->b_n == 0) && r == (size_t)g) {
-            hops -= ops[g];
-            hbytes -= bytes[g];
-            ops[g] = bytes[g] = 0;
-        }
-        s->held_ops = fmax(s->held_ops, hops);
-        s->held_free_bytes = fmax(s->held_free_bytes, hbytes);
-    }
-    free(ra);
-    free(ops);
-    free(bytes);
-    return DH_OK;
-}
-
 static dh_status_t dh__section(const dh__pl_t *pl, dh__sect_t *x, dh_plan_section_t *s, int sec)
 {
     DH_CHECK(dh__section_ops(pl, x, s));
@@ -553,14 +534,16 @@ static dh_status_t dh__section(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sectio
     DH_CHECK(dh__align_ops(pl, x, s));
     dh__mirror_times(x, s);
     DH_CHECK(dh__section_groups(pl, x, s, sec));
-    DH_CHECK(dh__held(pl, x, s));
+    DH_CHECK(dh__held(pl->tmpl[x->members[0]].ops, s));
+    dh_memsim_result_t ms;
+    DH_CHECK(dh_memsim_section(s, x->mops, pl->agree, &ms));
     double exposed = 0;
     for (int m = 0; m < x->nmembers; m++)
         exposed += pl->tmpl[x->members[m]].exposed_comm_us / x->nmembers;
     s->si_us = s->baseline_us - x->saved_us;
     if (s->si_us < 0)
         s->si_us = 0;
-    s->extra_mem_bytes = x->extra_mem;
+    s->extra_mem_bytes = ms.extra;
     s->hidden_comm_fraction = exposed > 0 ? x->saved_us / exposed : 0;
     if (s->hidden_comm_fraction > 1)
         s->hidden_comm_fraction = 1;
@@ -610,6 +593,18 @@ static int dh__sections(const dh__pl_t *pl, int *sec, int *first_of)
     return ns;
 }
 
+/* A plan that pairs nothing on any rank runs passthrough (scheduler/tracker.c): it costs no
+ * memory, not even the workspaces. */
+static void dh__no_pairs_no_cost(dh_plan_t *plan)
+{
+    for (int k = 0; k < plan->nsections; k++)
+        for (int g = 0; g < plan->sections[k].ngroups; g++)
+            if (plan->sections[k].groups[g].a_n > 0 && plan->sections[k].groups[g].b_n > 0)
+                return;
+    for (int k = 0; k < plan->nsections; k++)
+        plan->sections[k].extra_mem_bytes = 0;
+}
+
 static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
 {
     int *sec = calloc((size_t)pl->n, sizeof(*sec)), *first_of = calloc((size_t)pl->n, sizeof(int));
@@ -634,7 +629,7 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
         st = DH_ERR_NOMEM;
     for (int s = 0; s < ns && st == DH_OK; s++) {
         int r = mir.root[s];
-        dh__sect_t x = {members, 0, NULL, 0, 0, ns > 1 ? &ord : NULL,
+        dh__sect_t x = {members, 0, NULL, NULL, 0, 0, ns > 1 ? &ord : NULL,
                         r != s ? root_aops[r] : NULL, mir.match[s], mir.alone[r], {0}};
         for (int k = 0; k < pl->n; k++)
             if (sec[k] == s)
@@ -645,11 +640,14 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
             dh__progress(pl, "alignments reused for identical pairs", x.cache.hits,
                          x.cache.hits + (size_t)x.cache.n);
         dh__dpcache_free(&x.cache);
+        free(x.mops);
         if (r == s && mir.alone[s] != NULL)
             root_aops[s] = x.aops;  /* what its cluster plans with */
         else
             free(x.aops);
     }
+    if (st == DH_OK)
+        dh__no_pairs_no_cost(plan);
     for (int s = 0; root_aops != NULL && s < ns; s++)
         free(root_aops[s]);
     free(root_aops);
@@ -675,6 +673,10 @@ static dh_status_t dh__run(dh__pl_t *pl, dh_plan_t *plan)
     }
     DH_CHECK(dh__agree(pl));
     dh__model(pl, &pl->model);
+    /* The ranks of a job of several processes vote on each pair (scheduler/agree.h): a
+     * profile's world is its job's NCCL world, one process per rank. */
+    for (int k = 0; k < pl->n; k++)
+        pl->agree |= pl->prof[k]->world > 1;
     dh_status_t st = dh__build_sections(pl, plan);
     if (st == DH_ERR_NOMEM)
         dh__errf(pl->err, pl->errlen, "dhelix plan", "out of memory");
@@ -727,7 +729,7 @@ dh_status_t dh_plan_build(const dh_profile_t *const *profiles, int n, const dh_p
     const dh_plan_opts_t *o = opts ? opts : &defaults;
     *out = NULL;
     DH_CHECK(dh__check_opts(o, n, err, errlen));
-    dh__pl_t pl = {profiles, n, o, NULL, NULL, {{{0}}, NULL, 0}, err, errlen};
+    dh__pl_t pl = {profiles, n, o, NULL, NULL, {{{0}}, NULL, 0}, 0, err, errlen};
     pl.tmpl = calloc((size_t)n, sizeof(*pl.tmpl));
     pl.names = calloc((size_t)n, sizeof(*pl.names));
     dh_plan_t *plan = calloc(1, sizeof(*plan));

@@ -4,6 +4,7 @@
 #ifndef DH_PLANNER_INT_H
 #define DH_PLANNER_INT_H
 
+#include "memsim.h"
 #include "planner.h"
 
 /* A profile's iteration with the statistics over its repetitions. */
@@ -46,6 +47,31 @@ dh_status_t dh__emit_pair(dh_plan_section_t *s, dh__groups_t *gs, size_t a_base,
                           const dh_align_result_t *r, const size_t *cuta, const size_t *cutb);
 void dh__groups_free(dh__groups_t *gs);
 
+/* ---- planmem.c: memory ---- */
+
+/* The template ops tops[0..s->nops) of profile p as memsim.h sees them (*mops, malloc'ed;
+ * their sizes point into p) and the DP's memory fields of aops (net bytes, and per phase of
+ * s what its own later allocations take back); *fixed the runtime's own memory that pairing
+ * makes it allocate (both strands' cuBLAS workspaces when the template runs GEMMs).
+ * Errors: DH_ERR_NOMEM. */
+dh_status_t dh__mem_ops(const dh_profile_t *p, const dh_prof_op_t *tops,
+                        const dh_plan_section_t *s, dh_align_op_t *aops, dh_memsim_op_t **mops,
+                        double *fixed);
+/* dh_align of A (a, na) beside B (b, nb), then, with a bound, the pair simulated as the
+ * runtime holds it (mops: A's memsim ops followed by B's; agree: the ranks vote on pairs):
+ * when it passes p->max_extra_mem, the DP again under lower bounds (a bisection) for the
+ * best alignment that keeps it. *fits 0 when none does (r is then the first, unchanged).
+ * Errors as dh_align, and DH_ERR_NOMEM. */
+dh_status_t dh__align_fit(const dh_align_op_t *a, size_t na, const dh_align_op_t *b, size_t nb,
+                          const dh_memsim_op_t *mops, int agree, const dh_align_model_t *m,
+                          const dh_align_params_t *p, dh_align_result_t *r, int *fits);
+/* What the runtime holds back for pairing at most (s->held_ops, s->held_free_bytes):
+ * walking the template (src, its profile ops) in program order, the ops and bytes of frees
+ * in groups not complete yet, as the tracker releases them (scheduler/tracker.c; a group of
+ * one strand goes out op by op once every group before it is complete). The runtime's
+ * bounded-lag limits stretch to this. Errors: DH_ERR_NOMEM. */
+dh_status_t dh__held(const dh_prof_op_t *src, dh_plan_section_t *s);
+
 /* ---- dpcache.c: alignments by their input ---- */
 
 /* Results of dh_align by input: a pair whose input equals an earlier pair's (the steady
@@ -58,11 +84,13 @@ typedef struct dh__dpcache {
     size_t hits;                    /* lookups answered from the cache */
 } dh__dpcache_t;
 
-/* The key of one DP input (everything dh_align reads: A, B, the dependency limits, the
- * orders of collectives, L); *key is malloc'ed. Errors: DH_ERR_NOMEM. */
+/* The key of one DP input (everything dh_align and dh__align_fit read: A, B, their memsim
+ * ops mops (A's then B's; may be NULL), the dependency limits, the orders of collectives,
+ * L); *key is malloc'ed. Errors: DH_ERR_NOMEM. */
 dh_status_t dh__dpcache_key(const dh_align_op_t *a, size_t na, const dh_align_op_t *b,
-                            size_t nb, const size_t *need, const dh_align_order_t *orders,
-                            int norders, int max_seg, uint64_t **key, size_t *nkey);
+                            size_t nb, const dh_memsim_op_t *mops, const size_t *need,
+                            const dh_align_order_t *orders, int norders, int max_seg,
+                            uint64_t **key, size_t *nkey);
 /* 1 when key is known: *st is what dh_align returned for it and, when DH_OK, r a copy of
  * its result (free with dh_align_result_free); 0 when not (r untouched). */
 int dh__dpcache_get(dh__dpcache_t *c, const uint64_t *key, size_t nkey, dh_status_t *st,

@@ -21,7 +21,8 @@
 /* One recorded op: which distinct op, and what varies per occurrence. */
 typedef struct dh__occ {
     uint32_t ref;
-    uint8_t sync;
+    uint32_t allocs : 31;           /* its allocation sizes: 1 + a list's id, 0 none */
+    uint32_t sync : 1;
     int64_t mem;
     int64_t dep1;
     double us, start_us;
@@ -34,6 +35,14 @@ struct dh_prof_builder {
     size_t dmask;
     dh__occ_t *occ;
     size_t nocc, capocc;
+    /* The distinct lists of allocation sizes (an op's allocations since its previous op,
+     * when mem alone does not say them): list k is lsz[loff[k]..loff[k+1]). */
+    int64_t *lsz;
+    size_t nlsz, caplsz;
+    size_t *loff;                   /* nlists + 1 */
+    uint32_t nlists, caplists;
+    uint32_t *lindex;               /* open addressing over lists: id + 1, 0 empty */
+    size_t lmask;
 };
 
 static uint64_t dh__mix(uint64_t h, uint64_t v) { return dh__fnv_u64(h, v); }
@@ -87,7 +96,86 @@ void dh_prof_builder_free(dh_prof_builder_t *b)
     free(b->dops);
     free(b->dindex);
     free(b->occ);
+    free(b->lsz);
+    free(b->loff);
+    free(b->lindex);
     free(b);
+}
+
+static uint64_t dh__list_hash(const int64_t *v, size_t n)
+{
+    uint64_t h = dh__mix(DH__FNV_OFFSET, n);
+    for (size_t k = 0; k < n; k++)
+        h = dh__mix(h, (uint64_t)v[k]);
+    return h;
+}
+
+static int dh__list_same(const dh_prof_builder_t *b, uint32_t id, const int64_t *v, size_t n)
+{
+    size_t f = b->loff[id];
+    return b->loff[id + 1] - f == n && memcmp(b->lsz + f, v, n * sizeof *v) == 0;
+}
+
+static dh_status_t dh__lindex_grow(dh_prof_builder_t *b)
+{
+    size_t mask = b->lmask ? b->lmask * 2 + 1 : 63;
+    uint32_t *ix = calloc(mask + 1, sizeof *ix);
+    if (ix == NULL)
+        return DH_ERR_NOMEM;
+    for (uint32_t i = 0; i < b->nlists; i++) {
+        size_t h = (size_t)dh__list_hash(b->lsz + b->loff[i], b->loff[i + 1] - b->loff[i]) & mask;
+        while (ix[h])
+            h = (h + 1) & mask;
+        ix[h] = i + 1;
+    }
+    free(b->lindex);
+    b->lindex = ix;
+    b->lmask = mask;
+    return DH_OK;
+}
+
+/* The list of sizes v[0..n) as 1 + its id (added when new); 0 for no list. */
+static dh_status_t dh__intern_list(dh_prof_builder_t *b, const int64_t *v, size_t n, uint32_t *id)
+{
+    *id = 0;
+    if (n == 0)
+        return DH_OK;
+    if ((size_t)(b->nlists + 1) * 2 > b->lmask)
+        DH_CHECK(dh__lindex_grow(b));
+    size_t h = (size_t)dh__list_hash(v, n) & b->lmask;
+    for (; b->lindex[h]; h = (h + 1) & b->lmask)
+        if (dh__list_same(b, b->lindex[h] - 1, v, n)) {
+            *id = b->lindex[h];
+            return DH_OK;
+        }
+    if (b->nlsz + n > b->caplsz) {
+        size_t cap = b->caplsz ? b->caplsz : 64;
+        while (cap < b->nlsz + n)
+            cap *= 2;
+        int64_t *p = realloc(b->lsz, cap * sizeof *p);
+        if (p == NULL)
+            return DH_ERR_NOMEM;
+        b->lsz = p;
+        b->caplsz = cap;
+    }
+    if (b->nlists >= (1u << 30))
+        return DH_ERR_NOMEM;
+    if (b->nlists + 2 > b->caplists) {
+        uint32_t cap = b->caplists ? b->caplists * 2 : 64;
+        size_t *p = realloc(b->loff, cap * sizeof *p);
+        if (p == NULL)
+            return DH_ERR_NOMEM;
+        b->loff = p;
+        b->caplists = cap;
+    }
+    if (b->nlists == 0)
+        b->loff[0] = 0;
+    memcpy(b->lsz + b->nlsz, v, n * sizeof *v);
+    b->nlsz += n;
+    b->loff[++b->nlists] = b->nlsz;
+    b->lindex[h] = b->nlists;
+    *id = b->nlists;
+    return DH_OK;
 }
 
 static dh_status_t dh__dindex_grow(dh_prof_builder_t *b)
@@ -129,6 +217,8 @@ static dh_status_t dh__intern(dh_prof_builder_t *b, const dh_prof_op_t *o, uint3
     *d = *o;
     d->us = d->start_us = -1;
     d->mem = 0;
+    d->nallocs = 0;
+    d->alloc_first = 0;
     d->sync_before = 0;
     d->dep1 = 0;
     b->dindex[h] = b->ndops + 1;
@@ -138,8 +228,14 @@ static dh_status_t dh__intern(dh_prof_builder_t *b, const dh_prof_op_t *o, uint3
     return DH_OK;
 }
 
-dh_status_t dh_prof_builder_add(dh_prof_builder_t *b, const dh_prof_op_t *op)
+dh_status_t dh_prof_builder_add(dh_prof_builder_t *b, const dh_prof_op_t *op,
+                                const int64_t *sizes, size_t nsizes)
 {
+    /* One allocation before an op other than a free is its mem: no list to keep. */
+    if (nsizes == 1 && op->cls != DH_CLS_FREE && sizes[0] == op->mem)
+        nsizes = 0;
+    uint32_t list;
+    DH_CHECK(dh__intern_list(b, sizes, nsizes, &list));
     if (b->nocc == b->capocc) {
         size_t cap = b->capocc ? b->capocc * 2 : 4096;
         dh__occ_t *o = realloc(b->occ, cap * sizeof *o);
@@ -153,6 +249,7 @@ dh_status_t dh_prof_builder_add(dh_prof_builder_t *b, const dh_prof_op_t *op)
     dh__occ_t *o = &b->occ[b->nocc];
     o->ref = ref;
     o->sync = op->sync_before != 0;
+    o->allocs = list;
     o->mem = op->mem;
     o->dep1 = op->dep1 > 0 && (size_t)op->dep1 <= b->nocc ? op->dep1 : 0;
     o->us = op->us;
@@ -197,6 +294,7 @@ typedef struct dh__phtab {
     size_t npos, cappos;            /* pools, one entry per position of every body */
     uint32_t *ref;
     int64_t *mem;
+    uint32_t *alist;                /* allocation sizes: 1 + the builder's list id, 0 none */
     uint64_t *dist;                 /* dependency as a distance back, 0 none */
     double *us_sum, *at_sum;
     uint32_t *us_n, *at_n;
@@ -215,6 +313,7 @@ static void dh__phtab_free(dh__phtab_t *t)
     free(t->anchor);
     free(t->ref);
     free(t->mem);
+    free(t->alist);
     free(t->dist);
     free(t->us_sum);
     free(t->at_sum);
@@ -253,7 +352,8 @@ static int dh__body_same(const dh__phtab_t *t, size_t b, const dh__occ_t *occ, s
     for (size_t k = 0; k < n; k++) {
         size_t q = t->first[b] + k;
         const dh__occ_t *o = &occ[first + k];
-        if (t->ref[q] != o->ref || t->mem[q] != o->mem || t->dist[q] != dh__dist(o, first + k))
+        if (t->ref[q] != o->ref || t->mem[q] != o->mem || t->alist[q] != o->allocs ||
+            t->dist[q] != dh__dist(o, first + k))
             return 0;
     }
     return 1;
@@ -284,6 +384,7 @@ static dh_status_t dh__phase(dh__phtab_t *t, const dh__occ_t *occ, size_t first,
     for (size_t k = 0; k < n; k++) {
         h = dh__mix(h, occ[first + k].ref);
         h = dh__mix(h, (uint64_t)occ[first + k].mem);
+        h = dh__mix(h, occ[first + k].allocs);
         h = dh__mix(h, dh__dist(&occ[first + k], first + k));
     }
     if ((t->nb + 1) * 2 > t->mask)
@@ -306,6 +407,7 @@ static dh_status_t dh__phase(dh__phtab_t *t, const dh__occ_t *occ, size_t first,
         size_t need = t->npos + n, cap = t->cappos;
         DH__GROW(t->ref, cap, need, ok);
         DH__GROW(t->mem, cap, need, ok);
+        DH__GROW(t->alist, cap, need, ok);
         DH__GROW(t->dist, cap, need, ok);
         DH__GROW(t->us_sum, cap, need, ok);
         DH__GROW(t->at_sum, cap, need, ok);
@@ -328,6 +430,7 @@ static dh_status_t dh__phase(dh__phtab_t *t, const dh__occ_t *occ, size_t first,
             size_t q = t->npos + k;
             t->ref[q] = occ[first + k].ref;
             t->mem[q] = occ[first + k].mem;
+            t->alist[q] = occ[first + k].allocs;
             t->dist[q] = dh__dist(&occ[first + k], first + k);
             t->us_sum[q] = t->at_sum[q] = 0;
             t->us_n[q] = t->at_n[q] = 0;
@@ -395,13 +498,15 @@ static void dh__mean_json(dh_strbuf_t *s, double sum, uint32_t n)
         dh_strbuf_puts(s, "null");
 }
 
-static void dh__body_json(dh_strbuf_t *s, const dh__phtab_t *t, size_t b)
+static void dh__body_json(dh_strbuf_t *s, const dh_prof_builder_t *pb, const dh__phtab_t *t,
+                          size_t b)
 {
     size_t f = t->first[b], n = t->len[b];
-    int any_mem = 0, any_dep = 0;
+    int any_mem = 0, any_dep = 0, any_list = 0;
     for (size_t k = 0; k < n; k++) {
         any_mem |= t->mem[f + k] != 0;
         any_dep |= t->dist[f + k] != 0;
+        any_list |= t->alist[f + k] != 0;
     }
     dh_strbuf_printf(s, "    {\"n\": %zu, \"ops\": [", t->count[b]);
     for (size_t k = 0; k < n; k++)
@@ -410,6 +515,17 @@ static void dh__body_json(dh_strbuf_t *s, const dh__phtab_t *t, size_t b)
         dh_strbuf_puts(s, "],\n     \"mem\": [");
         for (size_t k = 0; k < n; k++)
             dh_strbuf_printf(s, k ? ",%lld" : "%lld", (long long)t->mem[f + k]);
+    }
+    if (any_list) {
+        dh_strbuf_puts(s, "],\n     \"allocs\": [");
+        for (size_t k = 0; k < n; k++) {
+            uint32_t id = t->alist[f + k];
+            dh_strbuf_puts(s, k ? "," : "");
+            if (id == 0)
+                dh_strbuf_puts(s, "0");
+            else
+                dh__allocs_json(s, pb->lsz + pb->loff[id - 1], pb->loff[id] - pb->loff[id - 1]);
+        }
     }
     if (any_dep) {
         dh_strbuf_puts(s, "],\n     \"dep\": [");
@@ -467,7 +583,7 @@ static dh_status_t dh__builder_render(const dh_prof_builder_t *b, const dh_profi
         dh_strbuf_puts(&s, b->ndops ? "\n  ],\n  \"phases\": [" : "],\n  \"phases\": [");
         for (size_t k = 0; k < t.nb; k++) {
             dh_strbuf_puts(&s, k ? ",\n" : "\n");
-            dh__body_json(&s, &t, k);
+            dh__body_json(&s, b, &t, k);
         }
         dh_strbuf_puts(&s, t.nb ? "\n  ],\n  \"seq\": [" : "],\n  \"seq\": [");
         for (size_t k = 0; k < t.nseq; k++) {
@@ -523,8 +639,11 @@ dh_status_t dh_profile_save_compact(const dh_profile_t *p, const char *path, cha
 {
     dh_prof_builder_t *b = dh_prof_builder_new();
     dh_status_t st = b ? DH_OK : DH_ERR_NOMEM;
-    for (size_t i = 0; st == DH_OK && i < p->nops; i++)
-        st = dh_prof_builder_add(b, &p->ops[i]);
+    for (size_t i = 0; st == DH_OK && i < p->nops; i++) {
+        const int64_t *sizes;
+        size_t n = dh_prof_allocs(p, &p->ops[i], &sizes, NULL, NULL);
+        st = dh_prof_builder_add(b, &p->ops[i], sizes, n);
+    }
     if (st == DH_OK)
         st = dh_prof_builder_save(b, p, path, err, errlen);
     else

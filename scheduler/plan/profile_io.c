@@ -70,6 +70,8 @@ dh_status_t dh__prof_op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t 
     op->sync_before = (int)v;
     DH_CHECK(dh__jint(r, o, &here, "dep", 0, -1, -1, (long long)i - 1, &v));
     op->dep1 = (int64_t)v + 1;
+    op->nallocs = 0;
+    op->alloc_first = 0;
     /* Negative times of any size mean "unknown"; one spelling keeps the planner simple. */
     if (op->us < 0)
         op->us = -1;
@@ -116,10 +118,42 @@ static dh_status_t dh__profile_fill(const dh__jr_t *r, json_t *root, int version
     size_t n = json_array_size(ops);
     if (n > 0 && (p->ops = calloc(n, sizeof(*p->ops))) == NULL)
         return DH_ERR_NOMEM;
+    int64_t sizes[DH__MAX_ALLOCS];
     for (size_t i = 0; i < n; i++) {
         DH_CHECK(dh__prof_op_parse(r, ops, &ops_at, i, p->ncomms, &p->ops[i]));
+        dh__jpath_t here = DH__JIDX(&ops_at, i), al_at = DH__JKEY(&here, "allocs");
+        size_t na;
+        DH_CHECK(dh__allocs_parse(r, json_object_get(json_array_get(ops, i), "allocs"), &al_at,
+                                  &p->ops[i], sizes, &na));
+        DH_CHECK(dh__prof_allocs_add(p, &p->ops[i], sizes, na));
         p->nops++;
     }
+    return DH_OK;
+}
+
+dh_status_t dh__allocs_parse(const dh__jr_t *r, json_t *v, const dh__jpath_t *at,
+                             const dh_prof_op_t *op, int64_t *sizes, size_t *n)
+{
+    *n = 0;
+    if (v == NULL || (json_is_integer(v) && json_integer_value(v) == 0))
+        return DH_OK;
+    if (!json_is_array(v) || json_array_size(v) > DH__MAX_ALLOCS)
+        return dh__jerr(r, at, "is not a list of at most %u allocation sizes", DH__MAX_ALLOCS);
+    int64_t sum = 0;
+    for (size_t k = 0; k < json_array_size(v); k++) {
+        json_t *e = json_array_get(v, k);
+        if (!json_is_integer(e) || json_integer_value(e) <= 0 ||
+            json_integer_value(e) > (1LL << 50)) {
+            dh__jpath_t here = DH__JIDX(at, k);
+            return dh__jerr(r, &here, "is not an allocation size (1 to 2^50 bytes)");
+        }
+        sizes[k] = (int64_t)json_integer_value(e);
+        sum += sizes[k];
+    }
+    *n = json_array_size(v);
+    if (op->cls != DH_CLS_FREE && *n > 0 && sum != op->mem)
+        return dh__jerr(r, at, "sums to %lld bytes, but the op's mem is %lld", (long long)sum,
+                        (long long)op->mem);
     return DH_OK;
 }
 
@@ -168,7 +202,57 @@ void dh_profile_free(dh_profile_t *p)
         return;
     free(p->comms);
     free(p->ops);
+    free(p->alloc_sizes);
     free(p);
+}
+
+size_t dh_prof_allocs(const dh_profile_t *p, const dh_prof_op_t *op, const int64_t **sizes,
+                      int64_t *bytes_out, int64_t *freed_out)
+{
+    int is_free = op->cls == DH_CLS_FREE;
+    int64_t freed = is_free && op->mem < 0 ? -op->mem : 0, bytes = 0;
+    size_t n = 0;
+    *sizes = NULL;
+    if (op->nallocs > 0 && p != NULL && op->alloc_first + op->nallocs <= p->nalloc_sizes) {
+        *sizes = p->alloc_sizes + op->alloc_first;
+        n = op->nallocs;
+    } else if (!is_free && op->mem > 0) {
+        *sizes = &op->mem;
+        n = 1;
+    }
+    for (size_t k = 0; k < n; k++)
+        bytes += (*sizes)[k];
+    if (bytes_out)
+        *bytes_out = bytes;
+    if (freed_out)
+        *freed_out = freed;
+    return n;
+}
+
+/* Appends n sizes to p's pool for op (nallocs, alloc_first). DH_ERR_NOMEM. */
+dh_status_t dh__prof_allocs_add(dh_profile_t *p, dh_prof_op_t *op, const int64_t *sizes, size_t n)
+{
+    op->nallocs = 0;
+    op->alloc_first = 0;
+    if (n == 0)
+        return DH_OK;
+    /* The pool only grows: its capacity is the power of two at or above its size. */
+    size_t need = p->nalloc_sizes + n, cap = 64;
+    while (cap < p->nalloc_sizes)
+        cap *= 2;
+    if (p->alloc_sizes == NULL || need > cap) {
+        while (cap < need)
+            cap *= 2;
+        int64_t *v = realloc(p->alloc_sizes, cap * sizeof *v);
+        if (v == NULL)
+            return DH_ERR_NOMEM;
+        p->alloc_sizes = v;
+    }
+    memcpy(p->alloc_sizes + p->nalloc_sizes, sizes, n * sizeof *sizes);
+    op->alloc_first = p->nalloc_sizes;
+    op->nallocs = (uint32_t)n;
+    p->nalloc_sizes += n;
+    return DH_OK;
 }
 
 /* ---- writing ---- */
@@ -188,7 +272,7 @@ void dh__profile_op_head_json(dh_strbuf_t *b, const dh_prof_op_t *op)
     dh__json_num(b, op->flops);
 }
 
-static void dh__op_json(dh_strbuf_t *b, const dh_prof_op_t *op)
+static void dh__op_json(dh_strbuf_t *b, const dh_profile_t *p, const dh_prof_op_t *op)
 {
     dh__profile_op_head_json(b, op);
     dh_strbuf_puts(b, ", \"us\": ");
@@ -198,7 +282,18 @@ static void dh__op_json(dh_strbuf_t *b, const dh_prof_op_t *op)
     dh_strbuf_printf(b, ", \"mem\": %lld, \"sync\": %d", (long long)op->mem, op->sync_before);
     if (op->dep1 > 0)
         dh_strbuf_printf(b, ", \"dep\": %lld", (long long)op->dep1 - 1);
+    if (op->nallocs > 0 && op->alloc_first + op->nallocs <= p->nalloc_sizes) {
+        dh_strbuf_puts(b, ", \"allocs\": ");
+        dh__allocs_json(b, p->alloc_sizes + op->alloc_first, op->nallocs);
+    }
     dh_strbuf_puts(b, "}");
+}
+
+void dh__allocs_json(dh_strbuf_t *b, const int64_t *sizes, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        dh_strbuf_printf(b, k ? ",%lld" : "[%lld", (long long)sizes[k]);
+    dh_strbuf_puts(b, n ? "]" : "0");
 }
 
 static void dh__profile_json(dh_strbuf_t *b, const dh_profile_t *p)
@@ -207,7 +302,7 @@ static void dh__profile_json(dh_strbuf_t *b, const dh_profile_t *p)
     dh_strbuf_puts(b, "  \"ops\": [");
     for (size_t i = 0; i < p->nops; i++) {
         dh_strbuf_puts(b, i ? ",\n" : "\n");
-        dh__op_json(b, &p->ops[i]);
+        dh__op_json(b, p, &p->ops[i]);
     }
     dh_strbuf_printf(b, "%s],\n  \"sync_at_end\": %d\n}\n", p->nops ? "\n  " : "", p->sync_at_end);
 }

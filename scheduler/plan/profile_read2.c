@@ -7,7 +7,7 @@
 
 typedef struct dh__body {
     size_t n;
-    json_t *ops, *mem, *dep, *us, *at;
+    json_t *ops, *mem, *dep, *us, *at, *allocs;
 } dh__body_t;
 
 /* An optional array member of exactly n elements. */
@@ -24,7 +24,8 @@ static dh_status_t dh__arr_n(const dh__jr_t *r, json_t *o, const dh__jpath_t *at
 }
 
 static dh_status_t dh__body_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t *at,
-                                  size_t i, size_t ndops, dh__body_t *b)
+                                  size_t i, const dh_prof_op_t *dops, size_t ndops,
+                                  dh__body_t *b)
 {
     dh__jpath_t here = DH__JIDX(at, i);
     json_t *o;
@@ -44,6 +45,7 @@ static dh_status_t dh__body_parse(const dh__jr_t *r, json_t *arr, const dh__jpat
     DH_CHECK(dh__arr_n(r, o, &here, "dep", 0, b->n, &b->dep));
     DH_CHECK(dh__arr_n(r, o, &here, "us", 0, b->n, &b->us));
     DH_CHECK(dh__arr_n(r, o, &here, "at", 0, b->n, &b->at));
+    DH_CHECK(dh__arr_n(r, o, &here, "allocs", 0, b->n, &b->allocs));
     struct {
         json_t *a;
         const char *key;
@@ -68,6 +70,17 @@ static dh_status_t dh__body_parse(const dh__jr_t *r, json_t *arr, const dh__jpat
                 return dh__jerr(r, &e, "is not %s in range", chk[c].integer ? "an integer" : "a number");
             }
         }
+    }
+    /* Each position's allocation sizes: checked here, once per phase. */
+    dh__jpath_t al_at = DH__JKEY(&here, "allocs");
+    int64_t sizes[DH__MAX_ALLOCS];
+    for (size_t k = 0; b->allocs != NULL && k < b->n; k++) {
+        dh_prof_op_t op = {.mem = b->mem ? (int64_t)json_integer_value(json_array_get(b->mem, k)) : 0};
+        json_int_t d = json_integer_value(json_array_get(b->ops, k));
+        op.cls = dops[d].cls;
+        dh__jpath_t e = DH__JIDX(&al_at, k);
+        size_t na;
+        DH_CHECK(dh__allocs_parse(r, json_array_get(b->allocs, k), &e, &op, sizes, &na));
     }
     return DH_OK;
 }
@@ -113,6 +126,7 @@ static dh_status_t dh__expand(const dh__jr_t *r, json_t *seq, const dh__jpath_t 
     }
     if (total > 0 && (p->ops = calloc(total, sizeof *p->ops)) == NULL)
         return DH_ERR_NOMEM;
+    int64_t sizes[DH__MAX_ALLOCS];
     for (size_t k = 0; k < ns; k++) {
         size_t b;
         int sync;
@@ -125,6 +139,12 @@ static dh_status_t dh__expand(const dh__jr_t *r, json_t *seq, const dh__jpath_t 
             *op = dops[json_integer_value(json_array_get(B->ops, q))];
             op->sync_before = q == 0 && sync;
             op->mem = B->mem ? (int64_t)json_integer_value(json_array_get(B->mem, q)) : 0;
+            if (B->allocs != NULL) {
+                size_t na;
+                dh__jpath_t al = DH__JKEY(seq_at, "allocs"); /* checked: no error here */
+                DH_CHECK(dh__allocs_parse(r, json_array_get(B->allocs, q), &al, op, sizes, &na));
+                DH_CHECK(dh__prof_allocs_add(p, op, sizes, na));
+            }
             json_int_t dist = B->dep ? json_integer_value(json_array_get(B->dep, q)) : 0;
             if (dist > 0 && (size_t)dist > i) {
                 dh__jpath_t here = DH__JIDX(seq_at, k);
@@ -159,7 +179,7 @@ dh_status_t dh__profile_read2(const dh__jr_t *r, json_t *root, dh_profile_t *p)
     for (size_t i = 0; st == DH_OK && i < nd; i++)
         st = dh__prof_op_parse(r, ops, &ops_at, i, p->ncomms, &dops[i]);
     for (size_t i = 0; st == DH_OK && i < nb; i++)
-        st = dh__body_parse(r, phases, &ph_at, i, nd, &bodies[i]);
+        st = dh__body_parse(r, phases, &ph_at, i, dops, nd, &bodies[i]);
     if (st == DH_OK)
         st = dh__expand(r, seq, &seq_at, dops, bodies, nb, p);
     long long n;

@@ -32,8 +32,11 @@ def definitions():
   bound of what SI can gain in this model.
 - **Exposed communication hidden** = (E_base - E_si) / E_base with E = M - O (communication time
   not under compute), process 0's last iteration; "plan" is the planner's own estimate.
-- **Extra peak memory** = (SI peak - baseline peak) / baseline peak of the vgpu's device memory;
-  "plan" is the planner's estimate of what pairing costs (`extra_mem_bytes`, largest section).
+- **Extra peak memory** = (SI peak - baseline peak) / baseline peak of the vgpu's device memory
+  (`peak_mem_bytes`, the largest over the processes); "plan" is the planner's account of what
+  the plan costs (`extra_mem_bytes` of its largest section: the runtime's program-order count
+  simulated from the profile, `scheduler/plan/memsim.h`), and the ratio plan / measured, flagged
+  OFF when more than 10% apart.
 - **Exact**: a small-math run with the same architecture and a reduced parallel layout (the
   configuration's dimensions cut to 2, tensor parallelism first, then context, pipeline and data,
   at most 4 ranks, `gpt-tiny` or `llama-tiny`, real math, `VGPU_HAZARD=abort`, on

@@ -174,6 +174,11 @@ def ideal_speedup(base):
     return t / bound if bound > 0 else None
 
 
+def peak_bytes(run):
+    """A run's peak device memory in bytes (exact when the workload reports bytes)."""
+    return run.get("peak_mem_bytes", run["peak_mem_gib"] * 2**30)
+
+
 def comparison_metrics(r):
     base, si, plan = r["base"], r["si"], r["plan"]
     tb, ts = steady(base, "time_ms"), steady(si, "time_ms")
@@ -192,9 +197,9 @@ def comparison_metrics(r):
         "hidden_comm_fraction": (eb - es) / eb if eb > 0 else None,
         "planned_hidden_comm_fraction": max((s.get("hidden_comm_fraction", 0) for s in secs), default=None),
         "baseline_peak_mem_gib": base["peak_mem_gib"], "si_peak_mem_gib": si["peak_mem_gib"],
-        "extra_mem_pct": 100.0 * (si["peak_mem_gib"] - base["peak_mem_gib"]) / base["peak_mem_gib"],
+        "extra_mem_pct": 100.0 * (peak_bytes(si) - peak_bytes(base)) / peak_bytes(base),
         "planned_extra_mem_mib": max((s.get("extra_mem_bytes", 0) for s in secs), default=0) / 2**20,
-        "measured_extra_mem_mib": (si["peak_mem_gib"] - base["peak_mem_gib"]) * 1024,
+        "measured_extra_mem_mib": (peak_bytes(si) - peak_bytes(base)) / 2**20,
         "planning_s": plan.get("planning_s"), "plan_wall_s": r["wall"]["plan"],
         "plan_peak_rss_mib": r["plan_table"].get("_peak_rss_mib"),
         "template_ops": [s.get("nops") for s in secs],

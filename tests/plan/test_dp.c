@@ -38,7 +38,8 @@ typedef struct ref {
     size_t needB[BIGN + 1];   /* A's ops that B's op j and every earlier one need done (b_need,
                                  running maximum); needB[nb] unused */
     double heldA[BIGN + 1];   /* memA as the runtime holds it: all of A's allocations made,
-                                 its frees up to i applied (align.h, "Memory") */
+                                 its frees before i applied, and those nothing took back
+                                 from i on still held (align.h, "Memory") */
     const dh_align_order_t *orders;
     int norders;
     double best;
@@ -100,10 +101,34 @@ static double ref_pair(const ref_t *r, const dh_align_op_t *a, size_t na, const 
     return hi + (1 - e) * lo;
 }
 
-/* held: the state is inside a pair or after B started (A's later allocations are made). */
-static double ref_extra(const ref_t *r, size_t i, size_t j, int held)
+/* Bytes op frees: its own count, or what its negative mem says. */
+static double ref_freed(const dh_align_op_t *op)
 {
-    double x = (held ? r->heldA[i] : r->memA[i]) + r->memB[j] - r->base;
+    return op->freed > 0 ? (double)op->freed : op->mem < 0 ? -(double)op->mem : 0;
+}
+
+/* B inside a pair segment that started at op j0, at op j: its frees since j0 wait for the
+ * segment's end, and an allocation takes nothing new when what it takes back was freed in
+ * the segment (align.h, "Memory"), from the definition op by op. */
+static double ref_held_b(const ref_t *r, size_t j0, size_t j)
+{
+    double at = r->memB[j0];
+    for (size_t k = j0; k < j; k++) {
+        const dh_align_op_t *op = &r->b[k];
+        double made = (double)op->mem + ref_freed(op);
+        if (op->retaken > 0 && op->retaken_from > 0 && op->retaken_from <= k - j0)
+            made -= (double)op->retaken;
+        at += made > 0 ? made : 0;
+    }
+    return at;
+}
+
+/* held: the state is inside a pair or after B started (A's later allocations are made);
+ * j0: where B's pair segment started (inside a pair), or (size_t)-1 between steps. */
+static double ref_extra(const ref_t *r, size_t i, size_t j, int held, size_t j0)
+{
+    double mb = j0 == (size_t)-1 ? r->memB[j] : ref_held_b(r, j0, j);
+    double x = (held ? r->heldA[i] : r->memA[i]) + mb - r->base;
     return x > 0 ? x : 0;
 }
 
@@ -134,15 +159,15 @@ static int ref_orders_ok(const ref_t *r, size_t i, size_t j)
     return 1;
 }
 
-static int ref_held_ok(const ref_t *r, size_t i, size_t j, int held)
+static int ref_held_ok(const ref_t *r, size_t i, size_t j, int held, size_t j0)
 {
-    return (r->bound < 0 || ref_extra(r, i, j, held) <= r->bound) && ref_orders_ok(r, i, j);
+    return (r->bound < 0 || ref_extra(r, i, j, held, j0) <= r->bound) && ref_orders_ok(r, i, j);
 }
 
 /* A state between steps: A's later allocations are made once B has started. */
 static int ref_state_ok(const ref_t *r, size_t i, size_t j)
 {
-    return ref_held_ok(r, i, j, j > 0);
+    return ref_held_ok(r, i, j, j > 0, (size_t)-1);
 }
 
 /* Every state of the rectangle a pair step spans must be within the bound. */
@@ -150,7 +175,7 @@ static int ref_rect_ok(const ref_t *r, size_t i0, size_t i1, size_t j0, size_t j
 {
     for (size_t i = i0; i <= i1; i++)
         for (size_t j = j0; j <= j1; j++)
-            if (!ref_held_ok(r, i, j, 1))
+            if (!ref_held_ok(r, i, j, 1, j0))
                 return 0;
     return 1;
 }
@@ -248,18 +273,20 @@ static void ref_init(ref_t *r, const dh_align_op_t *a, size_t na, const dh_align
     r->norders = p->norders;
     memcpy(r->eff, m->eff, sizeof(r->eff));
     double maxA = 0, maxB = 0;
-    double alloc_a = 0;
-    for (size_t i = 0; i < na; i++) {
+    for (size_t i = 0; i < na; i++)
         r->memA[i + 1] = r->memA[i] + (double)a[i].mem;
-        alloc_a += a[i].mem > 0 ? (double)a[i].mem : 0;
-    }
     for (size_t j = 0; j < nb; j++) {
         size_t n = p->b_need ? p->b_need[j] : 0;
         r->needB[j] = j > 0 && r->needB[j - 1] > n ? r->needB[j - 1] : n;
     }
-    r->heldA[0] = alloc_a;
-    for (size_t i = 0; i < na; i++)
-        r->heldA[i + 1] = r->heldA[i] + (a[i].mem < 0 ? (double)a[i].mem : 0);
+    /* A direct scan of the frees at or past i that nothing took back (kept, at most freed). */
+    for (size_t i = 0; i <= na; i++) {
+        r->heldA[i] = r->memA[na];
+        for (size_t k = i; k < na; k++) {
+            double f = ref_freed(&a[k]), kept = (double)a[k].kept;
+            r->heldA[i] += f - (kept < 0 ? 0 : kept > f ? f : kept);
+        }
+    }
     for (size_t j = 0; j < nb; j++)
         r->memB[j + 1] = r->memB[j] + (double)b[j].mem;
     for (size_t i = 0; i <= na; i++)
@@ -292,6 +319,16 @@ static void random_op(dh_align_op_t *op)
     op->pinned = rnd(25) == 0;
     op->mem = ((int64_t)rnd(7) - 3) * (1 << 20);
     op->sig = rnd(4);
+    /* Reuse as dh_memsim_reuse reports it (a free taken back later, an allocation that
+     * takes back an earlier free), at random: the DP and the reference must agree on it. */
+    if (op->mem < 0 && rnd(2)) {
+        op->freed = -op->mem;
+        op->kept = rnd(2) ? op->freed : 0;
+    } else if (op->mem > 0 && rnd(2)) {
+        op->retaken = (int64_t)(rnd(3) + 1) << 20;
+        op->retaken = op->retaken > op->mem ? op->mem : op->retaken;
+        op->retaken_from = rnd(4);
+    }
 }
 
 static void random_model(dh_align_model_t *m)
@@ -390,16 +427,16 @@ static void check_path(const ref_t *r, const dh_align_result_t *res)
             assert_true(fabs(p - s->cost_us) <= 1e-9 * (1 + p));
             for (size_t x = i; x <= i + s->a_n; x++)
                 for (size_t y = j; y <= j + s->b_n; y++)
-                    extra = fmax(extra, ref_extra(r, x, y, 1));
+                    extra = fmax(extra, ref_extra(r, x, y, 1, j));
         } else {
             assert_true(s->a_n == 0 || s->b_n == 0);
             for (size_t x = 1; x <= s->a_n; x++) {
                 assert_true(ref_state_ok(r, i + x, j));
-                extra = fmax(extra, ref_extra(r, i + x, j, j > 0));
+                extra = fmax(extra, ref_extra(r, i + x, j, j > 0, (size_t)-1));
             }
             for (size_t y = 1; y <= s->b_n; y++) {
                 assert_true(ref_state_ok(r, i, j + y));
-                extra = fmax(extra, ref_extra(r, i, j + y, 1));
+                extra = fmax(extra, ref_extra(r, i, j + y, 1, (size_t)-1));
             }
         }
         sum += s->cost_us;
@@ -593,7 +630,7 @@ static void test_larger_against_recurrence(void **state)
 
 static dh_align_op_t op(dh_opclass_t cls, double us, int comm, int64_t mem)
 {
-    dh_align_op_t o = {us, cls, comm, 0, mem, 0};
+    dh_align_op_t o = {.us = us, .cls = cls, .comm = comm, .mem = mem};
     return o;
 }
 
@@ -736,6 +773,62 @@ static void test_memory_held_frees(void **state)
     dh_align_result_free(&res);
 }
 
+/* A free that a later allocation of A takes back (the shim's pool, kept) is not held: its
+ * bytes live on in that allocation. With a2's free kept by a3, pairing b1 with a1 holds no
+ * more than the serial peak, so the best pair is allowed within 512 MiB. */
+static void test_memory_kept_free(void **state)
+{
+    (void)state;
+    dh_align_model_t m;
+    dh_align_model_default(&m);
+    const int64_t gib = 1ll << 30;
+    dh_align_op_t a[] = {op(DH_CLS_COMPUTE, 100, -1, 0), op(DH_CLS_FREE, 0, -1, -gib),
+                         op(DH_CLS_COMPUTE, 50, -1, gib)};
+    a[1].freed = a[1].kept = gib;
+    dh_align_op_t b[] = {op(DH_CLS_COMM, 100, 0, 0)};
+    dh_align_params_t p = {.max_seg = 1, .max_extra_mem = 512.0 * 1024 * 1024};
+    dh_align_result_t res;
+    assert_int_equal(dh_align(a, 3, b, 1, &m, &p, &res), DH_OK);
+    EXPECT_US(res.cost_us, 110 + 50);
+    EXPECT_US(res.extra_mem, 0);
+    dh_align_result_free(&res);
+}
+
+/* B's frees inside a paired group wait for the group: B = alloc 1 GiB, free it, alloc
+ * 1 GiB (50 + 0 + 50 us) beside a 150 us compute. All of B in one pair (160 us) holds 2 GiB
+ * at its end against the serial peak of 1 GiB, unless B's second allocation takes back the
+ * block its free parked in the same group (retaken): then nothing. Within 512 MiB, without
+ * that, the best is a1 || (b1, b2), then b3 alone (205 us). */
+static void test_memory_b_in_group(void **state)
+{
+    (void)state;
+    dh_align_model_t m;
+    dh_align_model_default(&m);
+    const int64_t gib = 1ll << 30;
+    dh_align_op_t a[] = {op(DH_CLS_COMPUTE, 150, -1, 0)};
+    dh_align_op_t b[] = {op(DH_CLS_COMM, 50, 0, gib), op(DH_CLS_FREE, 0, -1, -gib),
+                         op(DH_CLS_COMM, 50, 0, gib)};
+    b[1].freed = gib;
+    dh_align_params_t p = {.max_seg = 3, .max_extra_mem = -1};
+    dh_align_result_t res;
+    assert_int_equal(dh_align(a, 1, b, 3, &m, &p, &res), DH_OK);
+    EXPECT_US(res.cost_us, 150 + 0.1 * 100);
+    EXPECT_US(res.extra_mem, (double)gib);
+    dh_align_result_free(&res);
+    p.max_extra_mem = 512.0 * 1024 * 1024;
+    assert_int_equal(dh_align(a, 1, b, 3, &m, &p, &res), DH_OK);
+    EXPECT_US(res.cost_us, 150 + 0.1 * 50 + 50);
+    EXPECT_US(res.extra_mem, 0);
+    dh_align_result_free(&res);
+    b[1].kept = gib;
+    b[2].retaken = gib;
+    b[2].retaken_from = 1;
+    assert_int_equal(dh_align(a, 1, b, 3, &m, &p, &res), DH_OK);
+    EXPECT_US(res.cost_us, 150 + 0.1 * 100);
+    EXPECT_US(res.extra_mem, 0);
+    dh_align_result_free(&res);
+}
+
 /* The group overhead: a pair pays G for its group and G to hand back to strand a, a leading
  * solo-a step pays nothing, and a pair that gains less than its overhead loses to serial. */
 static void test_group_overhead(void **state)
@@ -869,6 +962,8 @@ int main(void)
         cmocka_unit_test(test_measured_pair),
         cmocka_unit_test(test_memory_bound_forbids_the_pair),
         cmocka_unit_test(test_memory_held_frees),
+        cmocka_unit_test(test_memory_kept_free),
+        cmocka_unit_test(test_memory_b_in_group),
         cmocka_unit_test(test_group_overhead),
         cmocka_unit_test(test_fold_units),
         cmocka_unit_test(test_bad_params),

@@ -313,6 +313,71 @@ static void test_profile_round_trip(void **state)
     dh_profile_free(q);
 }
 
+/* The sizes of the allocations behind an op's mem (the planner's memory model reuses by
+ * exact size) survive both forms: several before a kernel (summing to its mem), and those
+ * made before a free (whose mem is minus the bytes freed). A list that does not sum to a
+ * non-free op's mem is refused with its path. */
+static void test_profile_allocs(void **state)
+{
+    (void)state;
+    dh_synth_t s;
+    dh_synth_defaults(&s);
+    dh_profile_t *p = dh_synth_profile(&s), *q;
+    size_t k = 0, f = 0;
+    while (k < p->nops && p->ops[k].cls == DH_CLS_FREE)
+        k++;
+    f = k + 1;
+    assert_true(f < p->nops);
+    p->ops[f].cls = DH_CLS_FREE;
+    snprintf(p->ops[f].kind, sizeof p->ops[f].kind, "FREE_ASYNC");
+    p->ops[f].mem = -4096;
+    p->alloc_sizes = malloc(3 * sizeof *p->alloc_sizes);
+    p->alloc_sizes[0] = 3 << 20;
+    p->alloc_sizes[1] = 5 << 20;
+    p->alloc_sizes[2] = 512;
+    p->nalloc_sizes = 3;
+    p->ops[k].mem = 8 << 20;
+    p->ops[k].nallocs = 2;
+    p->ops[k].alloc_first = 0;
+    p->ops[f].nallocs = 1;
+    p->ops[f].alloc_first = 2;
+    char err[512];
+    for (int compact = 0; compact < 2; compact++) {
+        const char *path = tmp_path(compact ? "allocs2.json" : "allocs1.json");
+        assert_int_equal(compact ? dh_profile_save_compact(p, path, err, sizeof err)
+                                 : dh_profile_save(p, path, err, sizeof err), DH_OK);
+        if (dh_profile_load(path, &q, err, sizeof err) != DH_OK)
+            fail_msg("load: %s", err);
+        for (size_t i = 0; i < p->nops; i++) {
+            const int64_t *a, *b;
+            int64_t ba, bb, fa, fb;
+            size_t na = dh_prof_allocs(p, &p->ops[i], &a, &ba, &fa);
+            size_t nb = dh_prof_allocs(q, &q->ops[i], &b, &bb, &fb);
+            if (na != nb || ba != bb || fa != fb || (na && memcmp(a, b, na * sizeof *a) != 0))
+                fail_msg("%s form, op %zu: %zu allocations (%lld bytes, %lld freed) became %zu "
+                         "(%lld, %lld)", compact ? "compact" : "flat", i, na, (long long)ba,
+                         (long long)fa, nb, (long long)bb, (long long)fb);
+        }
+        const int64_t *sz;
+        int64_t bytes, freed;
+        assert_int_equal(dh_prof_allocs(q, &q->ops[k], &sz, &bytes, &freed), 2);
+        assert_int_equal(sz[0], 3 << 20);
+        assert_int_equal(sz[1], 5 << 20);
+        assert_int_equal(dh_prof_allocs(q, &q->ops[f], &sz, &bytes, &freed), 1);
+        assert_int_equal(bytes, 512);
+        assert_int_equal(freed, 4096);
+        dh_profile_free(q);
+    }
+    dh_profile_free(p);
+    const char *bad = "{\"format\": \"dhelix-profile\", \"version\": 1, \"ops\": [{\"t\": 0, "
+                      "\"k\": \"KERNEL\", \"c\": \"compute\", \"sig\": \"0000000000000001\", \"shape\": \"0000000000000000\", \"mem\": 8, "
+                      "\"allocs\": [3, 4]}]}";
+    assert_int_equal(dh_profile_parse(bad, strlen(bad), "bad.json", &q, err, sizeof err),
+                     DH_ERR_PARSE);
+    if (!strstr(err, "ops[0].allocs") || !strstr(err, "sums to 7"))
+        fail_msg("unexpected message: %s", err);
+}
+
 /* The compact form (version 2) keeps every op's description, memory, sync and dependency,
  * and gives each op its phase position's mean time; each distinct op and phase is written
  * once, so the file does not grow with micro-batches or iterations. */
@@ -613,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_plan_blocks),
         cmocka_unit_test(test_profile_round_trip),
         cmocka_unit_test(test_profile_compact),
+        cmocka_unit_test(test_profile_allocs),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_bad_profiles),
         cmocka_unit_test(test_pairs_file),

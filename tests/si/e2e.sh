@@ -11,14 +11,16 @@
 # Scenarios (2 ranks unless noted):
 #   share_mem  tp_sp's model: the plan run reuses captured frees in its own strand and
 #       across strands (DHELIX_STATS pool_reuse_*), exact, and holds less device memory
-#       than with DHELIX_SHARE_MEM=0; with the test break pool_barrier (the other strand
+#       than with DHELIX_SHARE_MEM=0, its extra peak device memory within 10% of the plan's
+#       extra_mem_bytes; with the test break pool_barrier (the other strand
 #       takes a block with no barrier after its free) the vgpu must find the race (status
 #       86); stress mode with three seeds reuses and stays exact
 #   mem_bound  tp_sp's model under DHELIX_MAX_EXTRA_MEM just above the shim's two cuBLAS
 #       workspaces: the ranks vote no on the pairs that would pass it (mem_bound_vetoes > 0,
 #       the same on every rank), fewer paired groups than without it, extra peak memory
 #       within the bound, exact, no hazard
-#   tp_sp pp_1f1b pp_tp (4 ranks) cp dp_ogr moe_ep       baseline -> profile -> plan -> SI
+#   tp_sp pp_1f1b pp_tp (4 ranks) cp dp_ogr moe_ep       baseline -> profile -> plan -> SI,
+#       and the plan's extra device memory within 10% of the run's (as in share_mem)
 #   pp_vpp pp4_vpp pp4_vpp_nooverlap (4 ranks), pp4_tp_vpp pp4_tp_vpp_nooverlap (8 ranks):
 #   the interleaved 1F1B (--vpp 2), and pp_tp_l4 pp4_l8 pp4_tp_l8 the same models without
 #   it; pp_vpp and pp4_tp_vpp_nooverlap are in CTest (exact; their plans pair nothing), the
@@ -381,6 +383,17 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# mem_model NAME: the plan's extra device memory (memsim.h) is within 10% of what run NAME
+# measured over the baseline (peak device memory, the vgpu's accounting).
+mem_model() {
+  local why
+  if why=$(sij mem-model "$work/base.out" "$work/$1.out" "$work/plan.json"); then
+    pass "$1: extra memory: ${why#ok }"
+  else
+    fail "$1: the plan's extra memory is more than 10% off the run's: ${why#off }"
+  fi
+}
+
 si_env() { # the plan run's shim settings
   echo "DHELIX_PLAN=$1" "LD_PRELOAD=$shim" DHELIX_STATS=json "DHELIX_STATS_FILE=$work/$2.stats.%p.json"
 }
@@ -470,6 +483,7 @@ print(0 if any(g["a"][1] > 0 and g["b"][1] > 0 for s in p["sections"] for b in s
       fail "si: $why"
     fi
   fi
+  mem_model si
   local t0 t1 s
   t0=$(sij ms "$work/base.out") && t1=$(sij ms "$work/si.out") || { fail "no iteration times"; return; }
   s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
@@ -545,6 +559,7 @@ scenario_share_mem() {
   run_ok si base || return
   meta_check si pool_reuse_same_strand -gt 0
   meta_check si pool_reuse_cross_strand -gt 0
+  mem_model si
   # shellcheck disable=SC2046
   wl_run nopool "$n" DHELIX_SHARE_MEM=0 $(si_env "$work/plan.json" nopool) -- "${args[@]}"
   run_ok nopool base || return

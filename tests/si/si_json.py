@@ -14,6 +14,11 @@
                                      flat meta key KEY (absent: "RANK -"); launchers skipped
   si_json.py set PLAN OUT KEY VALUE  a copy of PLAN with a top-level key set (VALUE is JSON)
   si_json.py plan-summary PLAN       one line: sections, ops, groups, predicted times
+  si_json.py mem-model BASE.out SI.out PLAN
+                                     the plan's extra memory (its largest section's
+                                     extra_mem_bytes) against the run's (SI's peak device
+                                     memory less the baseline's, peak_mem_bytes): "ok ..."
+                                     within 10% of the measured, else "off ..." (exit 1)
   si_json.py cut-profile PROF OUT MB the profile PROF (MB micro-batches per iteration) from
                                      the synchronisation before the first iteration's last
                                      backward on (inside an iteration: an MoE forward's
@@ -131,6 +136,19 @@ def main(argv):
                 sum(len(b.get("groups", [])) * b.get("repeat", 1) for b in s.get("blocks", [s])),
                 s.get("baseline_us", -1), s.get("si_us", -1)))
         print("; ".join(parts) or "no sections")
+    elif cmd == "mem-model":
+        peak = lambda r: r.get("peak_mem_bytes", r.get("peak_mem_gib", 0) * 2**30)  # noqa: E731
+        meas = peak(load_run(args[1])) - peak(load_run(args[0]))
+        try:
+            plan = max((x.get("extra_mem_bytes", 0) for x in json.load(open(args[2]))["sections"]),
+                       default=0)
+        except (OSError, ValueError, KeyError) as e:
+            die("%s: %s" % (args[2], e))
+        ok = abs(plan - meas) <= 0.10 * meas if meas > 0 else plan <= 0
+        print("%s measured %.2f MiB, planned %.2f MiB (%s)" % (
+            "ok" if ok else "off", meas / 2**20, plan / 2**20,
+            "%.3fx" % (plan / meas) if meas > 0 else "nothing measured"))
+        sys.exit(0 if ok else 1)
     elif cmd == "cut-profile":
         # What a profile whose first iteration differs from the others does to the planner
         # (calls forwarded that profile mode did not record): the iteration it finds starts

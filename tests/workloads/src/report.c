@@ -97,10 +97,10 @@ static void json(const wl_report_t *r)
     printf(",\n \"pool_used_high_mib\": %.3f, \"device_used_mib\": %.3f", r->pool_used_high_mib,
            r->device_used_mib);
     if (r->on_vgpu)
-        printf(",\n \"hazards\": %llu, \"device_ops\": %llu, \"peak_mem_gib\": %.3f, \"compute_busy_ms\": %.3f, "
-               "\"comm_busy_ms\": %.3f, \"overlap_ms\": %.3f",
-               (unsigned long long)r->hazards, (unsigned long long)r->ops, r->peak_mem_gib, r->compute_ms, r->comm_ms,
-               r->overlap_ms);
+        printf(",\n \"hazards\": %llu, \"device_ops\": %llu, \"peak_mem_gib\": %.3f, \"peak_mem_bytes\": %.0f, "
+               "\"compute_busy_ms\": %.3f, \"comm_busy_ms\": %.3f, \"overlap_ms\": %.3f",
+               (unsigned long long)r->hazards, (unsigned long long)r->ops, r->peak_mem_gib, r->peak_mem_bytes,
+               r->compute_ms, r->comm_ms, r->overlap_ms);
     if (r->gradcheck_done) printf(",\n \"gradcheck_failed\": %d", r->gradcheck_failed);
     printf(",\n \"wall_s\": %.3f}\n", r->wall_s);
 }

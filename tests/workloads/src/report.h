@@ -24,6 +24,7 @@ typedef struct wl_report {
     uint64_t hazards, ops;
     double compute_ms, comm_ms, overlap_ms; /* vgpu busy time in the last iteration (process 0) */
     double peak_mem_gib, wall_s;
+    double peak_mem_bytes;   /* the same, in bytes (the max over processes) */
     /* On any device (a GPU too): the default memory pool's high-water mark of memory in use
      * (cudaMemPoolAttrUsedMemHigh, what cudaMallocAsync handed out) and the device memory in
      * use at the end (cudaMemGetInfo: total - free, the shim's own buffers included), MiB,

@@ -195,6 +195,7 @@ static void vgpu_stats(run_t *r)
     r->rep.hazards = sum[0];
     r->rep.ops = sum[1];
     r->rep.peak_mem_gib = mem_max;
+    r->rep.peak_mem_bytes = mem_max * (1u << 30);
 }
 
 /* Memory as a GPU reports it (report.h: pool_used_high_mib, device_used_mib). */
