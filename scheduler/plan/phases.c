@@ -90,33 +90,60 @@ static int dh__reps_at(const dh_profile_t *p, const size_t *start, size_t b, siz
 /* How many trailing segments that are no iteration the search looks past. */
 #define DH__MAX_TAIL_SEGMENTS 4096
 
-/* Tries one count of dropped trailing segments (m segments remain); 1 when a period was
- * found. Every rotation of a period is a period; two are candidates for the iteration's
- * start: the end of the kept segments (right when the profile stopped at an iteration
- * boundary: nothing dropped and sync_at_end) and the grid from the profile's first op (the
- * start of iteration 0, right when iteration 0 has as many segments as the others). */
-static int dh__try_period(const dh_profile_t *p, const size_t *start, const uint64_t *hash,
-                          size_t m, int end_first, uint64_t *r, size_t *z, dh_iteration_t *it)
+/* What a candidate start b of a period of per segments, whose repetitions go back to
+ * segment lo, is taken for; 1 and *it when it is the iteration. */
+typedef struct dh__per_ctx {
+    const dh_profile_t *p;
+    const size_t *start;
+    const uint64_t *hash;           /* the exact hashes of the segments */
+} dh__per_ctx_t;
+typedef int (*dh__take_fn)(const dh__per_ctx_t *c, size_t b, size_t per, size_t lo,
+                           dh_iteration_t *it);
+
+/* The periods of key[0..m), shortest first: for each per that the last 2 per segments
+ * repeat, take() on two candidates for the iteration's start, the end of the segments
+ * (first when end_first) and the grid from the profile's first op. 1 when one was taken. */
+static int dh__periods(const dh__per_ctx_t *c, const uint64_t *key, size_t m, int end_first,
+                       uint64_t *r, size_t *z, dh__take_fn take, dh_iteration_t *it)
 {
     for (size_t k = 0; k < m; k++)
-        r[k] = hash[m - 1 - k];
+        r[k] = key[m - 1 - k];
     dh__zfunc(r, m, z);
     for (size_t per = 1; 2 * per <= m; per++) {
         if (z[per] < per)
             continue;
-        /* hash[y] == hash[y - per] for every y in [lo + per, m). */
+        /* key[y] == key[y - per] for every y in [lo + per, m). */
         size_t lo = per + z[per] >= m ? 0 : m - per - z[per];
         size_t cand[2] = {m - per, (m - per) / per * per};
-        for (int c = 0; c < 2; c++) {
-            size_t b = cand[end_first ? c : 1 - c], first, n;
-            int reps = dh__reps_at(p, start, b, per, lo, &first, &n);
-            if (reps >= 2 && n > 0) {
-                *it = (dh_iteration_t){first, n, reps, per, reps};
+        for (int k = 0; k < 2; k++) {
+            size_t b = cand[end_first ? k : 1 - k];
+            if (b >= lo && take(c, b, per, lo, it))
                 return 1;
-            }
         }
     }
     return 0;
+}
+
+/* The repetitions op for op of the period starting at b. */
+static int dh__take_exact(const dh__per_ctx_t *c, size_t b, size_t per, size_t lo,
+                          dh_iteration_t *it)
+{
+    size_t first, n;
+    int reps = dh__reps_at(c->p, c->start, b, per, lo, &first, &n);
+    if (reps < 2 || n == 0)
+        return 0;
+    *it = (dh_iteration_t){first, n, reps, per, reps};
+    return 1;
+}
+
+/* A period of the exact hashes (m segments remain). Every rotation of a period is a
+ * period; of the two candidates the end of the kept segments is right when the profile
+ * stopped at an iteration boundary (nothing dropped and sync_at_end), the grid from the
+ * first op when iteration 0 has as many segments as the others. */
+static int dh__try_period(const dh__per_ctx_t *c, size_t m, int end_first, uint64_t *r,
+                          size_t *z, dh_iteration_t *it)
+{
+    return dh__periods(c, c->hash, m, end_first, r, z, dh__take_exact, it);
 }
 
 /* ---- iterations whose operations vary with the data ---- */
@@ -199,43 +226,35 @@ static int dh__pick_variant(const dh_profile_t *p, const size_t *start, const ui
     return 1;
 }
 
-/* dh__try_period on the coarse hashes: a period of the program's collectives and threads
- * whose iterations cover at least half of the profile, and of those iterations the one
- * that repeats most often, op for op, as the template. The runtime follows it in the
- * iterations that match it and runs the others in program order on every rank (tracker.c:
- * a rank that does not match says no, and no rank pairs the rest of that iteration). */
-static int dh__try_variants(const dh_profile_t *p, const size_t *start, const uint64_t *hash,
-                            const uint64_t *coarse, size_t m, uint64_t *r, size_t *z,
+/* A candidate of a period of the coarse hashes: its iterations cover at least half of the
+ * profile, start like the program's first op (the recorder's stop rule too, profile_rec.c:
+ * that fixes the rotation, which the collectives alone leave open: a trailing segment cut
+ * short by the recorder's stop looks like a whole one to them), hold two threads, and one
+ * of them repeats op for op (dh__pick_variant). */
+static int dh__take_variant(const dh__per_ctx_t *c, size_t b, size_t per, size_t lo,
                             dh_iteration_t *it)
 {
-    for (size_t k = 0; k < m; k++)
-        r[k] = coarse[m - 1 - k];
-    dh__zfunc(r, m, z);
-    for (size_t per = 1; 2 * per <= m; per++) {
-        if (z[per] < per)
-            continue;
-        size_t lo = per + z[per] >= m ? 0 : m - per - z[per];
-        /* The grid of the program's first iteration first: when the recorder stopped, the
-         * end of the profile is an iteration boundary only as far as the collectives can
-         * tell, and an iteration may end with a segment that starts like the next one. */
-        size_t cand[2] = {(m - per) / per * per, m - per};
-        for (int c = 0; c < 2; c++) {
-            size_t b = cand[c];
-            if (b < lo || b + per > m)
-                continue;
-            size_t covered = start[b + per] - start[b - (b - lo) / per * per];
-            /* An iteration starts like the program's first one (the recorder's stop rule
-             * too, profile_rec.c): that fixes the rotation, which the collectives alone
-             * leave open (a trailing segment cut short by the recorder's stop looks like
-             * a whole one to them). */
-            if (2 * covered < p->nops || p->ops[start[b]].sig != p->ops[0].sig ||
-                !dh__two_threads(p, start[b], start[b + per]))
-                continue;
-            if (dh__pick_variant(p, start, hash, b, per, lo, it))
-                return 1;
-        }
-    }
-    return 0;
+    const dh_profile_t *p = c->p;
+    const size_t *start = c->start;
+    size_t covered = start[b + per] - start[b - (b - lo) / per * per];
+    if (2 * covered < p->nops || p->ops[start[b]].sig != p->ops[0].sig ||
+        !dh__two_threads(p, start[b], start[b + per]))
+        return 0;
+    return dh__pick_variant(p, start, c->hash, b, per, lo, it);
+}
+
+/* A period of the program's collectives and threads (the coarse hashes, m segments
+ * remain), and of its iterations the one that repeats most often, op for op, as the
+ * template. The runtime follows it in the iterations that match it and runs the others in
+ * program order on every rank (tracker.c: a rank that does not match says no, and no rank
+ * pairs the rest of that iteration). The grid of the program's first iteration first: when
+ * the recorder stopped, the end of the profile is an iteration boundary only as far as the
+ * collectives can tell, and an iteration may end with a segment that starts like the next
+ * one. */
+static int dh__try_variants(const dh__per_ctx_t *c, const uint64_t *coarse, size_t m,
+                            uint64_t *r, size_t *z, dh_iteration_t *it)
+{
+    return dh__periods(c, coarse, m, 0, r, z, dh__take_variant, it);
 }
 
 dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
@@ -261,11 +280,12 @@ dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
         z = malloc((nseg ? nseg : 1) * sizeof(*z));
         st = r && z ? DH_OK : DH_ERR_NOMEM;
     }
+    dh__per_ctx_t pc = {p, start, hash};
     int found = 0;
     /* Fewest dropped segments first: dropping segments of a complete profile could reveal
      * a spurious short period inside an iteration (micro-batches that look alike). */
     for (size_t drop = 0; st == DH_OK && drop <= 2 && drop < nseg && !found; drop++)
-        found = dh__try_period(p, start, hash, nseg - drop, drop == 0 && p->sync_at_end, r, z,
+        found = dh__try_period(&pc, nseg - drop, drop == 0 && p->sync_at_end, r, z,
                                out);
     /* A program does more than train: after its steps it may run a loop of its own (a
      * checksum or an evaluation per parameter, a save) whose short period, at the end of the
@@ -285,7 +305,7 @@ dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
                           drop <= DH__MAX_TAIL_SEGMENTS;
          drop++) {
         dh_iteration_t cand;
-        if (dh__try_period(p, start, hash, nseg - drop, 0, r, z, &cand) &&
+        if (dh__try_period(&pc, nseg - drop, 0, r, z, &cand) &&
             (size_t)cand.reps * cand.n > best_cov) {
             best = cand;
             best_cov = (size_t)cand.reps * cand.n;
@@ -310,7 +330,7 @@ dh_status_t dh_profile_find_iteration(const dh_profile_t *p, const char *name,
             dh__coarse(p, start, nseg, coarse);
     }
     for (size_t drop = 0; st == DH_OK && coarse && drop <= 2 && drop < nseg && !vfound; drop++)
-        vfound = dh__try_variants(p, start, hash, coarse, nseg - drop, r, z, &var);
+        vfound = dh__try_variants(&pc, coarse, nseg - drop, r, z, &var);
     if (vfound) {
         *out = var;
         found = 1;
