@@ -302,25 +302,18 @@ def bench_config(paths, out, cfg, opts, cache, progress):
     depths = [opts.layers_per_stage] if opts.layers_per_stage else list(DEPTHS)
     if depths[0] != "full" and int(depths[0]) * cfg["pp"] >= cfg["layers"]:
         depths[0] = "full"
-    for i, per in enumerate(depths):
-        layers = cfg["layers"] if per == "full" else min(cfg["layers"], int(per) * cfg["pp"])
+    layer_counts = [cfg["layers"] if per == "full" else min(cfg["layers"], int(per) * cfg["pp"])
+                    for per in depths]
+
+    def one(layers):
         args = ["--preset", cfg["name"], "--layers", str(layers), "--iters", str(ITERS)]
-        res["layers"] = layers
-        try:
-            r = pipeline(paths, d, cfg["processes"], args, {}, res["notes"],
-                         lambda s: step("%s (%d layers)" % (s, layers)), trace=True)
-            res.update(comparison_metrics(r))
-            res["comm_by_group"] = {k: tracestat.comm_breakdown(v, ITERS) for k, v in r["traces"].items()}
-            res["traces"] = r["traces"]
-            res.pop("error", None)
-            break
-        except RunError as e:
-            res["error"] = str(e)
-            if e.kind == "oom" and i + 1 < len(depths):
-                res["notes"].append("%d layers: %s; trying fewer" % (layers, e))
-                log("  %s" % res["notes"][-1])
-                continue
-            break
+        r = pipeline(paths, d, cfg["processes"], args, {}, res["notes"],
+                     lambda s: step("%s (%d layers)" % (s, layers)), trace=True)
+        res.update(comparison_metrics(r))
+        res["comm_by_group"] = {k: tracestat.comm_breakdown(v, ITERS) for k, v in r["traces"].items()}
+        res["traces"] = r["traces"]
+
+    at_depths(layer_counts, one, res, "")
     ex = exactness(paths, out, cfg, cache, step)
     res["exact"] = ex.get("exact")
     res["exactness"] = ex
@@ -331,6 +324,24 @@ def bench_config(paths, out, cfg, opts, cache, progress):
         res["mfu_gain_points"] = 100 * (res["si_mfu"] - res["baseline_mfu"])
     res["wall_s"] = time.monotonic() - t0
     return res
+
+
+def at_depths(layer_counts, run, res, what):
+    """run(layers) at the first of layer_counts that does not run out of device memory:
+    res["layers"] is the depth tried last, res["error"] what failed there (none when it
+    ran), res["notes"] says which depths were too deep."""
+    for i, layers in enumerate(layer_counts):
+        res["layers"] = layers
+        try:
+            run(layers)
+            res.pop("error", None)
+            return
+        except RunError as e:
+            res["error"] = str(e)
+            if e.kind != "oom" or i + 1 == len(layer_counts):
+                return
+            res["notes"].append("%s%d layers: %s; trying fewer" % (what, layers, e))
+            log("  %s" % res["notes"][-1])
 
 
 def interleaved(paths, out, cfg, res, cache, step):
@@ -344,24 +355,15 @@ def interleaved(paths, out, cfg, res, cache, step):
     iv = {"notes": []}
     start = res.get("layers") or cfg["layers"]
     depths = [start] + [int(p) * cfg["pp"] for p in DEPTHS if p != "full" and int(p) * cfg["pp"] < start]
-    for i, layers in enumerate(depths):
+    def one(layers):
         args = ["--preset", cfg["name"], "--layers", str(layers), "--iters", str(ITERS), "--vpp", "preset"]
-        iv["layers"] = layers
-        try:
-            r = pipeline(paths, d, cfg["processes"], args, {}, iv["notes"],
-                         lambda s: step("interleaved: %s (%d layers)" % (s, layers)))
-            iv.update(comparison_metrics(r))
-            iv["vpp"] = r["base"].get("vpp")
-            iv.update(bubble_model(cfg, iv["vpp"]))
-            iv.pop("error", None)
-            break
-        except RunError as e:
-            iv["error"] = str(e)
-            if e.kind == "oom" and i + 1 < len(depths):
-                iv["notes"].append("interleaved, %d layers: %s; trying fewer" % (layers, e))
-                log("  %s" % iv["notes"][-1])
-                continue
-            break
+        r = pipeline(paths, d, cfg["processes"], args, {}, iv["notes"],
+                     lambda s: step("interleaved: %s (%d layers)" % (s, layers)))
+        iv.update(comparison_metrics(r))
+        iv["vpp"] = r["base"].get("vpp")
+        iv.update(bubble_model(cfg, iv["vpp"]))
+
+    at_depths(depths, one, iv, "interleaved, ")
     if iv.get("baseline_ms") is not None:
         ref = res.get("baseline_ms") if iv["layers"] == res.get("layers") else None
         if ref is None:
