@@ -8,7 +8,7 @@
  * random), so the shim ties each deferred NCCL op to the previous one of its device when
  * they are on different streams: after every NCCL op it records a shim-owned event on that
  * op's stream, and an NCCL op on another stream first waits for the latest such record. The
- * dispatcher never issues a wait before its record (scheduler/dispatch.c), so NCCL ops are
+ * dispatcher never issues a wait before its record (scheduler/dispatch/dispatch.c), so NCCL ops are
  * issued in program order on every rank; on the device the wait also orders them, which
  * NCCL does within a communicator anyway. With one hardware queue
  * (CUDA_DEVICE_MAX_CONNECTIONS=1) the device runs work in issue order, and the wait is not

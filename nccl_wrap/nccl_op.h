@@ -10,7 +10,7 @@
  * marker for every ncclGroupStart and ncclGroupEnd, so nesting is replayed as it was made.
  *
  * Replay (dispatcher thread, through the kinds' table this file registers with
- * scheduler/op.h dh_op_kind_register): the real pncclX on the
+ * scheduler/ops/op.h dh_op_kind_register): the real pncclX on the
  * dispatcher's physical stream; a group op replays pncclGroupStart, its members and
  * pncclGroupEnd, always balanced, so a failing member never leaves the dispatcher's
  * thread inside a group. Errors (the NCCL contract, README "The shim"): a replay that

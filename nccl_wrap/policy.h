@@ -1,7 +1,7 @@
 /*
  * policy.h: DHELIX_GROUPS, which communicators' operations may be interleaved with the
  * other strand's work. The others are pinned: kept in program order and fenced so that they
- * never run beside the other strand (op->pinned; scheduler/dispatch.c).
+ * never run beside the other strand (op->pinned; scheduler/dispatch/dispatch.c).
  *
  * Grammar (also in the configuration table, preload/common/config.h):
  *     spec  := term { ',' term }

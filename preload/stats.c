@@ -68,7 +68,7 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
     DH__META_NUM("lag_waits", st.lag_waits);
     DH__META_NUM("max_held_back", st.max_held_back);
     DH__META_NUM("events_destroyed_later", st.events_destroyed_later);
-    /* The shim's reuse of captured frees (scheduler/mempool.h). */
+    /* The shim's reuse of captured frees (scheduler/mem/mempool.h). */
     dh_mpool_stats_t mp;
     uint64_t parked_now;
     dh_mpool_stats(&mp, &parked_now);
@@ -223,7 +223,7 @@ static dh_status_t dh__nccl_render(dh_fmt_t fmt, dh_strbuf_t *out)
     return st;
 }
 
-/* ---- pairing: what held it back (scheduler/pairing.h), plan mode ---- */
+/* ---- pairing: what held it back (scheduler/dispatch/pairing.h), plan mode ---- */
 
 static const dh_col_t dh__pairing_cols[] = {
     {"kind", "KIND", DH_CELL_STR},

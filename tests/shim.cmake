@@ -50,7 +50,8 @@ target_link_libraries(shim_nested PRIVATE shim_fakeblas dh::cuda_headers ${DH_RE
 foreach(t preload passthrough)
   add_executable(shim_test_${t} ${_shim_dir}/test_${t}.c ${_shim_dir}/runner.c)
   target_include_directories(shim_test_${t} PRIVATE ${_shim_dir} ${PROJECT_SOURCE_DIR}/preload
-                             ${PROJECT_SOURCE_DIR}/scheduler)
+                             ${PROJECT_SOURCE_DIR}/scheduler/dispatch
+                             ${PROJECT_SOURCE_DIR}/scheduler/ops)
   target_link_libraries(shim_test_${t} PRIVATE dh::cuda_headers PkgConfig::CMOCKA
                         PkgConfig::JANSSON)
   add_dependencies(shim_test_${t} dhelix_shim shim_child shim_child_nodrv shim_orphan

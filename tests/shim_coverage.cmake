@@ -18,7 +18,8 @@ target_link_libraries(shim_coverage PRIVATE dh::real_cuda Threads::Threads ${CMA
 foreach(t coverage breaks)
   add_executable(shim_test_${t} ${_cov_dir}/test_${t}.c ${_cov_dir}/cov_runs.c
                  ${_cov_dir}/runner.c)
-  target_include_directories(shim_test_${t} PRIVATE ${_cov_dir} ${PROJECT_SOURCE_DIR}/scheduler)
+  target_include_directories(shim_test_${t} PRIVATE ${_cov_dir}
+                             ${PROJECT_SOURCE_DIR}/scheduler/dispatch ${PROJECT_SOURCE_DIR}/scheduler/ops)
   target_link_libraries(shim_test_${t} PRIVATE dh::common PkgConfig::CMOCKA PkgConfig::JANSSON
                         Threads::Threads ${CMAKE_DL_LIBS})
   add_dependencies(shim_test_${t} dhelix_shim shim_coverage vgpu_all)

@@ -24,7 +24,7 @@ foreach(t kernel blas lt copy errors)
               ENV "VGPU_HAZARD=abort")
 endforeach()
 
-# The dependency rules' set of older allocations a strand certainly wrote (scheduler/deps.c):
+# The dependency rules' set of older allocations a strand certainly wrote (scheduler/dispatch/deps.c):
 # a unit test of dh_deps_taint_t, no device work.
 add_executable(shim_test_deps ${_op_dir}/test_deps.c)
 target_link_libraries(shim_test_deps PRIVATE dh_sched dh::real_cuda PkgConfig::CMOCKA
@@ -32,7 +32,7 @@ target_link_libraries(shim_test_deps PRIVATE dh_sched dh::real_cuda PkgConfig::C
 add_dependencies(shim_test_deps vgpu_all)
 dh_add_test(NAME shim.deps COMMAND shim_test_deps LABELS shim asan VGPU TIMEOUT 30)
 
-# Auto mode's rounds on the ranks' agreement channel (scheduler/agree.h): a rank that will
+# Auto mode's rounds on the ranks' agreement channel (scheduler/modes/agree.h): a rank that will
 # hold no plan, the switch back, a rank that never comes; ranks are processes of the test.
 add_executable(shim_test_agree ${_op_dir}/test_agree.c)
 target_link_libraries(shim_test_agree PRIVATE dh_sched Threads::Threads ${CMAKE_DL_LIBS})

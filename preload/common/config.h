@@ -193,7 +193,7 @@ typedef enum dh_cfg_kind {
     X(SHARE_MEM, share_mem, BOOL, "1", NULL, 0, 0,                                          \
       "Whether an allocation may take back memory whose cudaFreeAsync the shim captured "   \
       "but has not issued yet (in the strand's own order, or the other strand's behind a "  \
-      "cross-strand barrier; scheduler/mempool.h). 0 gives every allocation made while "    \
+      "cross-strand barrier; scheduler/mem/mempool.h). 0 gives every allocation made while "    \
       "frees are held fresh memory, as before issue 15.")                                   \
     X(MAX_QUEUED_OPS, max_queued_ops, INT, "4096", NULL, 16, 1048576,                       \
       "Most operations held back for pairing (in groups the plan has not completed yet); "  \
@@ -222,7 +222,7 @@ typedef enum dh_cfg_kind {
       "Empty: the plan's bound; none: no bound at run time.")                              \
     X(TEST_BREAK, test_break, STR, "", "empty or a comma list of rule names", 0, 0,         \
       "Test only: disables the named deep copies or drain rules so tests can show each is " \
-      "load-bearing (see scheduler/breaks.h). Never set it in production.")                 \
+      "load-bearing (see scheduler/ops/breaks.h). Never set it in production.")                 \
     X(TEST_AGREE_SILENT, test_agree_silent, INT, "-1", NULL, -1, 1000000,                   \
       "Test only: the rank that stops answering the ranks' agreement after its second "     \
       "vote (-1 none), keeping its connection open, as a stuck peer would; in auto mode it " \

@@ -149,7 +149,7 @@ typedef struct dh_align_params {
     int norders;
     /* Optional, nb entries: how many of A's ops must be done before B's op j starts (it
      * waits for an event of A's, or touches memory A made or wrote; the runtime moves it
-     * behind them, scheduler/sched.c). A step that holds B's op j then starts at a state
+     * behind them, scheduler/dispatch/sched.c). A step that holds B's op j then starts at a state
      * (i, .) with i >= need[j'] for every j' <= j (B's ops keep their order). NULL: none. */
     const size_t *b_need;
 } dh_align_params_t;

@@ -3,7 +3,7 @@
  * invariant 10).
  *
  * What a run measures over the baseline is, by construction of the runtime
- * (scheduler/memacct.c: an allocation that would pass the count's peak waits for the
+ * (scheduler/mem/memacct.c: an allocation that would pass the count's peak waits for the
  * frees the dispatcher owes), what the runtime counts in program order:
  *
  *   extra = workspaces + max over the iteration of (live + held) - max of live
@@ -14,13 +14,13 @@
  * GEMM (DH_PLAN_BLAS_WS_BYTES). The simulation walks one iteration of a section in program
  * order as the runtime does:
  *
- *   - groups are released as scheduler/tracker.c releases them (dh_plan_release_marks); a
+ *   - groups are released as scheduler/modes/tracker.c releases them (dh_plan_release_marks); a
  *     group of one strand whose predecessors are all released goes out op by op; when the
  *     ranks must agree (a job of several processes), a pair's two-strand groups wait for
  *     its vote, after its last one is complete (dh_plan_vote_points);
  *   - an op's allocations come before it (its thread allocates, then submits it); each
  *     takes back a parked block of exactly its size on its framework stream when the shim's
- *     pool would (scheduler/mempool.h): the newest its own strand freed, else the oldest
+ *     pool would (scheduler/mem/mempool.h): the newest its own strand freed, else the oldest
  *     the other strand freed in an earlier group; otherwise it is fresh memory;
  *   - a free parks its block while its group is held; once the group is released, the
  *     block is as good as freed (the runtime issues it, and an allocation that takes it

@@ -28,7 +28,7 @@
 #define DH_PLAN_VERSION 2
 #define DH_PLAN_VERSION_FLAT 1
 #define DH_PLAN_NAME_MAX 64
-/* The cuBLAS workspace the runtime gives each strand's handle (scheduler/dispatch.c): device
+/* The cuBLAS workspace the runtime gives each strand's handle (scheduler/dispatch/dispatch.c): device
  * memory the baseline does not hold, which the planner counts in a plan's extra memory. */
 #define DH_PLAN_BLAS_WS_BYTES (64u << 20)
 
@@ -243,7 +243,7 @@ const dh_plan_section_t *dh_plan_section_for(const dh_plan_t *p, int rank);
  * malloc'ed array, NULL out of memory. */
 size_t *dh_plan_release_marks(const dh_plan_section_t *s);
 
-/* Where ranks that must agree vote (scheduler/tracker.c, "agreement"): one point per pair
+/* Where ranks that must agree vote (scheduler/modes/tracker.c, "agreement"): one point per pair
  * of micro-batches with two-strand groups, in template order. Until op c has arrived, the
  * release mark stops at cap, the pair's first two-strand group (the pair goes out whole,
  * once agreed). */

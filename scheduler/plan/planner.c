@@ -462,7 +462,7 @@ static dh_status_t dh__section_groups(const dh__pl_t *pl, dh__sect_t *x, dh_plan
     size_t run_first = 0, run_n = 0, npairs = 0, done = 0;
     char what[96];
     /* A bound below the runtime's own memory leaves no room for any pair: the runtime
-     * would veto each (scheduler/memacct.c). */
+     * would veto each (scheduler/mem/memacct.c). */
     double bound = pl->o->max_extra_mem_bytes;
     int room = !(bound >= 0 && bound < x->fixed_mem);
     if (!room)
@@ -593,7 +593,7 @@ static int dh__sections(const dh__pl_t *pl, int *sec, int *first_of)
     return ns;
 }
 
-/* A plan that pairs nothing on any rank runs passthrough (scheduler/tracker.c): it costs no
+/* A plan that pairs nothing on any rank runs passthrough (scheduler/modes/tracker.c): it costs no
  * memory, not even the workspaces. */
 static void dh__no_pairs_no_cost(dh_plan_t *plan)
 {
@@ -673,7 +673,7 @@ static dh_status_t dh__run(dh__pl_t *pl, dh_plan_t *plan)
     }
     DH_CHECK(dh__agree(pl));
     dh__model(pl, &pl->model);
-    /* The ranks of a job of several processes vote on each pair (scheduler/agree.h): a
+    /* The ranks of a job of several processes vote on each pair (scheduler/modes/agree.h): a
      * profile's world is its job's NCCL world, one process per rank. */
     for (int k = 0; k < pl->n; k++)
         pl->agree |= pl->prof[k]->world > 1;

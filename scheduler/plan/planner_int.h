@@ -67,7 +67,7 @@ dh_status_t dh__align_fit(const dh_align_op_t *a, size_t na, const dh_align_op_t
                           const dh_align_params_t *p, dh_align_result_t *r, int *fits);
 /* What the runtime holds back for pairing at most (s->held_ops, s->held_free_bytes):
  * walking the template (src, its profile ops) in program order, the ops and bytes of frees
- * in groups not complete yet, as the tracker releases them (scheduler/tracker.c; a group of
+ * in groups not complete yet, as the tracker releases them (scheduler/modes/tracker.c; a group of
  * one strand goes out op by op once every group before it is complete). The runtime's
  * bounded-lag limits stretch to this. Errors: DH_ERR_NOMEM. */
 dh_status_t dh__held(const dh_prof_op_t *src, dh_plan_section_t *s);

@@ -18,7 +18,7 @@ def definitions():
 
 - **Iteration time** is virtual time (the vgpu's), the mean of the steady iterations (3 and 4 of
   4: in the first the shim finds its place in the plan, the second it runs in program order
-  while it checks the plan's pairs against the program, `scheduler/tracker.c`). TFLOP/s per GPU by
+  while it checks the plan's pairs against the program, `scheduler/modes/tracker.c`). TFLOP/s per GPU by
   Megatron's formula (`tests/workloads/src/report.h`), MFU against the profile's dense BF16 peak.
 - **Speedup** = baseline iteration time / SI iteration time, both runs with the same depth.
 - **Ideal bound** = baseline iteration time / max(C + s (min(C, M) - O), M), from the baseline's

@@ -114,7 +114,7 @@ def run_workload(paths, d, name, nproc, args, env_add=None, timeout=900):
 def steady(summary, key):
     """Mean of KEY over the steady iterations: all but the first two, which in an SI run are
     the one the shim spends finding its place in the plan and the one it runs in program order
-    while it checks the plan's pairs against the program (scheduler/tracker.c, the probe);
+    while it checks the plan's pairs against the program (scheduler/modes/tracker.c, the probe);
     with fewer than three, all but the first."""
     its = summary.get("iterations") or []
     skip = 2 if len(its) > 2 else (1 if len(its) > 1 else 0)

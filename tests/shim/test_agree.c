@@ -1,5 +1,5 @@
 /*
- * shim.agree: auto mode's rounds on the ranks' agreement channel (scheduler/agree.h), with
+ * shim.agree: auto mode's rounds on the ranks' agreement channel (scheduler/modes/agree.h), with
  * the ranks as processes of this test on the loopback (no launcher, no device):
  *
  *   never   a rank that will hold no plan votes "never" (2) while the others are ready:

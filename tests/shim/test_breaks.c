@@ -16,7 +16,7 @@
  *   - a name the shim does not know must fail here: the shim has to warn about an unknown
  *     DHELIX_TEST_BREAK value (checked with a made-up name), and no run with a listed name
  *     may produce such a warning;
- *   - the shim's own list (scheduler/breaks.h, DH_BREAK_LIST) must equal this one plus
+ *   - the shim's own list (scheduler/ops/breaks.h, DH_BREAK_LIST) must equal this one plus
  *     the breaks another test makes fail (OTHER_BREAKS: rules of plan mode, which the
  *     coverage program does not run).
  */
@@ -173,7 +173,7 @@ static void test_reference(void **state)
 }
 
 /* The switch is in the shim's configuration table, and the shim's own list of breaks
- * (scheduler/breaks.h) holds exactly the names above, in both directions. */
+ * (scheduler/ops/breaks.h) holds exactly the names above, in both directions. */
 static void test_lists_agree(void **state)
 {
     (void)state;
@@ -196,7 +196,7 @@ static void test_lists_agree(void **state)
             found = strcmp(breaks[i].name, shim_names[j]) == 0;
         if (!found) {
             print_error("break '%s' is in this test's list but not in the shim's "
-                        "(scheduler/breaks.h DH_BREAK_LIST)\n", breaks[i].name);
+                        "(scheduler/ops/breaks.h DH_BREAK_LIST)\n", breaks[i].name);
             bad++;
         }
     }
@@ -214,7 +214,7 @@ static void test_lists_agree(void **state)
         }
     }
     if (bad)
-        fail_msg("%d name(s) differ between scheduler/breaks.h and this test", bad);
+        fail_msg("%d name(s) differ between scheduler/ops/breaks.h and this test", bad);
 }
 
 /* The shim refuses a name it does not know, loudly: otherwise a misspelt break would make

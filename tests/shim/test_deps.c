@@ -1,5 +1,5 @@
 /*
- * shim.deps: the set of older allocations a strand certainly wrote (scheduler/deps.h,
+ * shim.deps: the set of older allocations a strand certainly wrote (scheduler/dispatch/deps.h,
  * dh_deps_taint_t), which orders the other strand's ops on such an allocation after all of
  * that strand's work: a gradient buffer a backward GEMM accumulates into is also written by
  * kernels the shim cannot see into, so a gradient reduction that reads it must wait for the

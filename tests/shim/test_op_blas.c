@@ -1,5 +1,5 @@
 /*
- * shim.op_blas: cuBLAS GEMMs captured into operation records (scheduler/op_blas.c) and
+ * shim.op_blas: cuBLAS GEMMs captured into operation records (scheduler/ops/op_blas.c) and
  * replayed on the test's own handle, stream and workspace, after the framework changed
  * its host alpha/beta (stack variables) and its handle. The framework's handle settings
  * reach the capture through the mirror (blas_state.c), which the test feeds the way the

@@ -1,6 +1,6 @@
 /*
  * shim.op_copy: copies, memsets, host functions, event records/waits and stream-ordered
- * frees captured into operation records (scheduler/op_copy.c, op.c) and replayed on the
+ * frees captured into operation records (scheduler/ops/op_copy.c, op.c) and replayed on the
  * test's own stream.
  *
  * A host-to-device copy from pageable memory owns the source bytes: the framework

@@ -1,5 +1,5 @@
 /*
- * test_op_errors.c: how a replay failure is typed for the program (scheduler/op.h
+ * test_op_errors.c: how a replay failure is typed for the program (scheduler/ops/op.h
  * dh_op_status_to_cuda, dh_cuda_to_cu) and that a pending error is kept until taken.
  * Runs on the vgpu (the cuBLAS case reads the CUDA error the library left).
  */

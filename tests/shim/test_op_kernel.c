@@ -1,5 +1,5 @@
 /*
- * shim.op_kernel: kernel launches captured into operation records (scheduler/op_kernel.c)
+ * shim.op_kernel: kernel launches captured into operation records (scheduler/ops/op_kernel.c)
  * and replayed on a stream of the test's own, after the framework reused everything the
  * launch pointed at: the argument buffer, the pointer array, the launch configuration and
  * its attribute array, the packed `extra` buffer and its size. Each replay must produce

@@ -1,5 +1,5 @@
 /*
- * shim.op_lt: cublasLtMatmul captured into operation records (scheduler/op_lt.c) and
+ * shim.op_lt: cublasLtMatmul captured into operation records (scheduler/ops/op_lt.c) and
  * replayed on the test's own cuBLASLt handle, stream and workspace. As PyTorch does, the
  * framework destroys its matmul descriptor, layouts and preference right after the call,
  * and its alpha, beta and algo are stack variables it overwrites: the replay must still

@@ -546,7 +546,7 @@ meta_check() {
   pass "$name: $key $op $want on every rank ($(sij meta "$key" $(stats_files "$name") | tr '\n' ' '))"
 }
 
-# Strands share memory (scheduler/mempool.h; see the file comment).
+# Strands share memory (scheduler/mem/mempool.h; see the file comment).
 scenario_share_mem() {
   local n=2 k rc
   local args=(--model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 5)

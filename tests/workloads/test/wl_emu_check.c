@@ -328,7 +328,7 @@ int main(int argc, char **argv)
         same_losses(&base, &s2, "no shim", "stress seed 2");
         /* Not DHELIX_MODE=strands: that test mode pairs by issuing thread with no plan, and
          * the emulation kernel's buffers are inside its struct argument, where the shim does
-         * not look for pointers (scheduler/op_desc.c); plan mode is checked by emulate_plan. */
+         * not look for pointers (scheduler/ops/op_desc.c); plan mode is checked by emulate_plan. */
         same_losses(&nccl, &sn, "nccl, no shim", "nccl, stress");
 
         result_t d0 = run("tp2 dp2, 8:50:100", ARGS(dp, "8:50:100"), "", 0);

@@ -1,4 +1,9 @@
 /*
+ * scheduler/mem/: the shim's device memory. It owns the reuse of blocks whose free is
+ * captured but not yet issued (this header) and the accounting of what pairing holds
+ * (memacct.c: the program-order count, the planned bound, the device's peak). It may call
+ * ops/ and real/; memacct.c reads the scheduler's state under its lock (dispatch/).
+ *
  * mempool.h: the shim's stream-ordered reuse of memory whose free is captured but not yet
  * issued (DESIGN.md invariant 10, issue 15).
  *

@@ -1,4 +1,11 @@
 /*
+ * scheduler/ops/: operation records, one table per op kind (dh_op_kind_ops_t). It owns the
+ * capture of a call into an owned record (deep copies), its description and signature for
+ * profiles and plans, its memory footprint, its replay on a physical stream, the table of
+ * live stream-ordered allocations (memtab.h), per-strand cuBLAS/cuBLASLt state and the
+ * test breaks of single rules (breaks.h). It may call real/ and plan/'s formats; it never
+ * calls the scheduler: records know nothing of strands, queues or modes.
+ *
  * op.h: operation records, the unit the shim defers and re-issues.
  *
  * A wrapper that may defer a call captures it into a dh_op_t: the kind, the framework

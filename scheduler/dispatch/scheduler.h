@@ -1,4 +1,11 @@
 /*
+ * scheduler/dispatch/: submission, drains, bounded lag and the dispatcher thread. It owns
+ * the queue of captured ops in program order, virtual streams and shim events, the
+ * dispatcher's replay and ordering of groups onto two physical streams (dispatch.c,
+ * order.c), what an op must follow (deps.h) and what held pairing back (pairing.h). What
+ * differs between modes it asks of the mode's table (modes/mode.h); it may call mem/, ops/
+ * and real/, and modes/ only through that table.
+ *
  * scheduler.h: what the wrappers ask of the scheduler.
  *
  * Pattern of a wrapper for a call that enqueues stream work:

@@ -1,4 +1,9 @@
 /*
+ * scheduler/real/: the lowest layer of the runtime. It owns the table of the real entry
+ * points (the next definitions after the shim: the vgpu or the CUDA, cuBLAS and NCCL
+ * libraries) that every replay and every call of the scheduler's own goes through. It may
+ * call the C library and the dynamic linker only; every other folder may call it.
+ *
  * real.h: the real entry points the scheduler and the replays call.
  *
  * The shim's wrappers must never be re-entered by its own work: a replayed kernel launch

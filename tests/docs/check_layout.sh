@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# docs.layout: the house's layout holds what README.md and scheduler/CMakeLists.txt say.
+#   - scheduler/'s own top level holds at most 10 files;
+#   - its layers, lowest first: real ops mem dispatch modes; a header of one layer includes
+#     headers of its own layer or lower ones only (a .c file may call up through a table
+#     that the higher layer registers, never through its header: the .c rule is not checked);
+#   - every folder of a layer has a main header named in LAYER_MAIN below, which opens with
+#     a comment that says what the folder owns ("owns") and what it may call ("may call");
+#   - README.md holds at most 300 lines, and every relative link in README.md and docs/*.md
+#     names a file (or folder) that exists.
+# Prints every violation and exits 1 if there is one.
+set -u
+root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$root" || exit 2
+bad=0
+fail() { echo "docs.layout: $*"; bad=1; }
+
+n=$(find scheduler -maxdepth 1 -type f | wc -l)
+[ "$n" -le 10 ] || fail "scheduler/ holds $n files at its top level (at most 10)"
+
+layers=(real ops mem dispatch modes)
+declare -A LAYER_MAIN=([real]=real.h [ops]=op.h [mem]=mempool.h [dispatch]=scheduler.h
+                       [modes]=mode.h)
+declare -A rank owner
+for i in "${!layers[@]}"; do
+  l=${layers[$i]}
+  rank[$l]=$i
+  [ -d "scheduler/$l" ] || { fail "scheduler/$l is missing"; continue; }
+  for h in scheduler/"$l"/*.h; do owner[$(basename "$h")]=$l; done
+  main=scheduler/$l/${LAYER_MAIN[$l]}
+  if [ ! -f "$main" ]; then
+    fail "$main (the main header of scheduler/$l) is missing"
+  else
+    head=$(sed -n '1,/\*\//p' "$main")
+    grep -q "owns" <<<"$head" || fail "$main: its opening comment does not say what the folder owns"
+    grep -q "may call" <<<"$head" || fail "$main: its opening comment does not say what the folder may call"
+  fi
+done
+for l in "${layers[@]}"; do
+  for h in scheduler/"$l"/*.h; do
+    [ -f "$h" ] || continue
+    while read -r inc; do
+      o=${owner[$inc]:-}
+      [ -n "$o" ] || continue
+      if [ "${rank[$o]}" -gt "${rank[$l]}" ]; then
+        fail "$h (layer $l) includes $inc of the higher layer $o"
+      fi
+    done < <(sed -n 's/^#include "\([^"/]*\)".*/\1/p' "$h")
+  done
+done
+
+if [ -f README.md ]; then
+  lines=$(wc -l < README.md)
+  [ "$lines" -le "${DH_README_MAX_LINES:-300}" ] ||
+    fail "README.md has $lines lines (at most ${DH_README_MAX_LINES:-300})"
+fi
+for md in README.md docs/*.md; do
+  [ -f "$md" ] || continue
+  dir=$(dirname "$md")
+  # [text](target) links that are neither web addresses nor anchors within the page.
+  while read -r target; do
+    path=${target%%#*}
+    [ -n "$path" ] || continue
+    case "$path" in http://*|https://*|mailto:*) continue ;; esac
+    [ -e "$dir/$path" ] || fail "$md links to $target, which does not exist"
+  done < <(grep -o '\](\([^)]*\))' "$md" | sed 's/^](\(.*\))$/\1/' | sed 's/ .*//')
+done
+[ "$bad" -eq 0 ] && echo "docs.layout: scheduler/ layers, README.md and the links in docs/ hold"
+exit "$bad"
