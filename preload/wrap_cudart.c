@@ -120,6 +120,12 @@ DH_HOOK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStrea
         s = p ? p : hStream;
     }
     cudaError_t rc = real_(devPtr, size, s);
+    /* Memory the shim holds is given back before the program is told it has none
+     * (DESIGN.md invariant 11). */
+    if (rc == cudaErrorMemoryAllocation && dh_sched_mirroring() && dh_sched_alloc_failed(size)) {
+        rc = real_(devPtr, size, s);
+        dh_sched_alloc_retried(rc == cudaSuccess);
+    }
     if (rc == cudaSuccess && dh_sched_mirroring())
         dh_sched_alloc_note(*devPtr, size);
     dh__hook_leave();
@@ -226,7 +232,8 @@ DH_HOOKS_CUDART_SYNC(DH_SYNC_WRAPPER)
 
 /* ---- FORWARD ---- */
 
-/* Forwarded, and remembered in the allocation table in the two-strand modes: a kernel
+/* Forwarded (retried once after the shim gave its memory back, as cudaMallocAsync), and
+ * remembered in the allocation table in the two-strand modes: a kernel
  * argument pointing into this memory is then known by its whole allocation (memtab.h). A
  * freed block's entry stays until a new allocation overlaps it: a stale entry can only make
  * two ops look dependent, never independent. */
@@ -234,6 +241,10 @@ DH_HOOK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     DH_WRAP_ENTER(CUDART, cudaError_t, cudaMalloc);
     cudaError_t rc = real_(devPtr, size);
+    if (rc == cudaErrorMemoryAllocation && dh_sched_mirroring() && dh_sched_alloc_failed(size)) {
+        rc = real_(devPtr, size);
+        dh_sched_alloc_retried(rc == cudaSuccess);
+    }
     if (rc == cudaSuccess && devPtr && dh_sched_mirroring())
         dh_memtab_add((uintptr_t)*devPtr, size, dh_sched_stamp(), -1);
     dh__hook_leave();

@@ -37,7 +37,6 @@ void dh__sched_mark_dispatcher(void);
 #define DH_KICK_MS 5       /* a queued record polled this long ago is issued unpaired */
 #define DH_KICK_STALL_MS 2000 /* plan mode: ... once nothing was submitted for this long */
 #define DH_LET_OUT_POLL_MS 1   /* plan mode: the longest an op let out early waits unseen */
-#define DH_WS_BYTES DH_PLAN_BLAS_WS_BYTES
 
 typedef struct dh_devres {
     int ready;
@@ -45,15 +44,10 @@ typedef struct dh_devres {
     cudaStream_t hub;        /* where a fence's streams meet */
     cublasHandle_t blas[2];
     cublasLtHandle_t lt;
-    void *ws[2];
     cudaEvent_t bar[2];
 } dh_devres_t;
 
 static dh_devres_t dh__res[DH_MAX_DEVICES];
-/* Bytes of cuBLAS workspaces the shim allocated (device memory the baseline does not hold). */
-static _Atomic uint64_t dh__ws_total;
-
-uint64_t dh__sched_ws_bytes(void) { return atomic_load_explicit(&dh__ws_total, memory_order_relaxed); }
 int dh__dirty[2]; /* dispatcher only: strand s issued work since the last barrier */
 static int dh__cur_dev = -1;
 static uint64_t dh__rng;
@@ -159,7 +153,8 @@ static int dh__devres(int dev)
     return 0;
 }
 
-/* cuBLAS resources on first use: the program may not load cuBLAS at all. */
+/* cuBLAS handles on first use: the program may not load cuBLAS at all. Their workspaces
+ * are workspace.c's. */
 static int dh__blasres(int dev, int strand)
 {
     dh_devres_t *r = &dh__res[dev];
@@ -169,9 +164,6 @@ static int dh__blasres(int dev, int strand)
         dh_real_cublasCreate_v2_t create = DH_REAL_FN(R, cublasCreate_v2);
         if (!create || create(&r->blas[strand]) != CUBLAS_STATUS_SUCCESS)
             return -1;
-        if (R->cudaMalloc(&r->ws[strand], DH_WS_BYTES) != cudaSuccess)
-            return -1;
-        atomic_fetch_add_explicit(&dh__ws_total, DH_WS_BYTES, memory_order_relaxed);
     }
     dh_real_cublasLtCreate_t lt_create = DH_REAL_FN(R, cublasLtCreate);
     if (!r->lt && lt_create && lt_create(&r->lt) != CUBLAS_STATUS_SUCCESS)
@@ -342,6 +334,21 @@ static int dh__legacy_order(const dh_op_t *op, cudaStream_t target)
     return rc;
 }
 
+/* A strand-1 BLAS op without a workspace of its own (workspace.c): on the framework's
+ * stream with the framework's workspace, after everything issued on both strands of its
+ * framework stream, and before anything issued after it on either. */
+static int dh__replay_after_s0(dh_op_t *op, dh_replay_ctx_t *ctx)
+{
+    cudaStream_t own = ctx->stream;
+    if (dh__join(op->device, op->stream, own))
+        return cudaErrorUnknown;
+    ctx->stream = op->stream;
+    int rc = dh_op_replay(op, ctx);
+    if (dh__join(op->device, op->stream, own) && rc == 0)
+        rc = cudaErrorUnknown;
+    return rc;
+}
+
 static int dh__replay_raw(dh_op_t *op, int strand)
 {
     const dh_real_t *R = dh_real();
@@ -359,8 +366,10 @@ static int dh__replay_raw(dh_op_t *op, int strand)
             return CUBLAS_STATUS_NOT_INITIALIZED;
         ctx.blas = dh__res[op->device].blas[strand];
         ctx.blaslt = dh__res[op->device].lt;
-        ctx.workspace = dh__res[op->device].ws[strand];
-        ctx.workspace_size = DH_WS_BYTES;
+        int rc = dh__ws_bind(op, strand, &ctx) ? dh__replay_after_s0(op, &ctx)
+                                                : dh_op_replay(op, &ctx);
+        dh__ws_done();
+        return rc;
     } else if (op->kind == DH_OP_EVENT_RECORD || op->kind == DH_OP_EVENT_WAIT) {
         dh_evinst_t *i = op->shim_event;
         if (!i->ev && R->cudaEventCreateWithFlags(&i->ev, cudaEventDisableTiming) != cudaSuccess)

@@ -26,7 +26,8 @@
     X(VETOED, vetoed, "another rank said no in the vote on a pair")                        \
     X(DRAIN, drain, "a host synchronisation mid-pair that not every rank made")            \
     X(MEM_BOUND, mem_bound, "the pair would pass the memory bound (DHELIX_MAX_EXTRA_MEM)")  \
-    X(LAG, lag, "bounded lag issued held work mid-pair (DHELIX_MAX_QUEUED_OPS / bytes)")
+    X(LAG, lag, "bounded lag issued held work mid-pair (DHELIX_MAX_QUEUED_OPS / bytes)")  \
+    X(MEM_DEVICE, mem_device, "an allocation of the program failed while the pair held memory")
 
 typedef enum dh_unpaired {
 #define DH__UNPAIRED_ENUM(id, key, d) DH_UNPAIRED_##id,

@@ -401,7 +401,7 @@ static void dh__agree_before(const dh_op_desc_t *d)
 
 /* Lock held, plan mode: casts the "no" the tracker asked for, with the lock released for
  * the send (it waits for nobody), before the caller waits for anything. */
-static void dh__agree_no(void)
+void dh__agree_no(void)
 {
     uint64_t no = dh_tracker_no_due();
     if (!no)
@@ -787,6 +787,7 @@ void dh_sched_stats(dh_sched_stats_t *out)
     out->mem_device_at_unissued = dh__s.devmem.unissued;
     out->mem_device_at_ws = dh__s.devmem.ws;
     pthread_mutex_unlock(&dh__s.lock);
+    dh__ws_stats(&out->ws_serialised, &out->ws_refused, &out->ws_bytes_peak);
     dh_agree_stats_t a;
     dh_agree_stats(&a);
     out->agree_rounds = a.rounds;

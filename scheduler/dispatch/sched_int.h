@@ -174,9 +174,27 @@ void dh__fallback(const char *why);  /* lock NOT held */
  * dh_sched_submit). Returns the operations deferred until then. */
 uint64_t dh__sched_passthrough(void);
 uint64_t dh__wall_ms(void);
+/* Lock held: casts the "no" the tracker has due (dh_tracker_no_due), the lock released
+ * meanwhile; nothing when none is due. */
+void dh__agree_no(void);
 
-/* Bytes of cuBLAS workspaces the dispatcher allocated so far (dispatch.c). Any thread. */
+/* ---- workspace.c: the shim's cuBLAS/cuBLASLt workspaces (strand 1's only) ---- */
+/* Bytes of workspace the shim holds now. Any thread. */
 uint64_t dh__sched_ws_bytes(void);
+/* Strand-1 BLAS ops run after strand 0 for want of a workspace, workspace allocations
+ * refused for want of room, and the most workspace bytes held at once, so far. Any
+ * thread. */
+void dh__ws_stats(uint64_t *serialised, uint64_t *refused, uint64_t *peak);
+/* Dispatcher, dh__s.lock NOT held: sets ctx's workspace for BLAS op on strand (op.h:
+ * NULL, the framework's own, on strand 0). Returns 1 when the op has none of its own and
+ * must run after strand 0 on the framework's workspace (dispatch.c), else 0. Leaves the
+ * workspace lock held either way: dh__ws_done releases it once the op is enqueued. */
+int dh__ws_bind(const dh_op_t *op, int strand, dh_replay_ctx_t *ctx);
+void dh__ws_done(void);
+/* Framework thread, dh__s.lock NOT held: frees strand 1's workspaces once the device has
+ * finished every op that used them, and takes none again (strand 1's BLAS ops then run
+ * after strand 0's). Returns the bytes freed. */
+uint64_t dh__ws_give_back(void);
 
 /* ---- memacct.c: device memory, counted in program order; lock held, plan mode ---- */
 /* Counts op (mem: the stream-ordered bytes its thread allocated since its previous op;

@@ -151,6 +151,15 @@ void dh_sched_capture_end(void);
  * program order (no reordering) and says why once. */
 void dh_sched_set_reorder_allowed(int allowed, const char *why);
 
+/* Framework thread, no lock: the program's allocation of size bytes just failed with
+ * cudaErrorMemoryAllocation (or the driver's out of memory). Gives back what the shim
+ * holds (giveback.c: frees owed or held by a pair not agreed yet, cached pool memory, its
+ * workspaces) and returns 1: the caller retries once and reports the retry's result with
+ * dh_sched_alloc_retried. Returns 0 when the shim holds nothing (not deferring). Clears
+ * the thread's last error, which the retry sets again if it fails. */
+int dh_sched_alloc_failed(size_t size);
+void dh_sched_alloc_retried(int ok);
+
 /* Statistics for the exit summary. */
 typedef struct dh_sched_stats {
     uint64_t ops[DH_OP_KIND_COUNT];
@@ -182,6 +191,16 @@ typedef struct dh_sched_stats {
     int64_t mem_bound_bytes;      /* the bound in effect at the end (-1 none) */
     uint64_t mem_fresh_waits;     /* allocations that waited for the dispatcher's frees
                                      (memacct.c) */
+    /* A device the program fills (giveback.c, workspace.c; DESIGN.md invariant 11). */
+    uint64_t mem_givebacks;       /* failed allocations of the program retried after the
+                                     shim gave memory back */
+    uint64_t mem_giveback_failed; /* ... whose retry failed too: the program's own failure */
+    uint64_t mem_device_vetoes;   /* "no" votes this rank cast: an allocation failed while
+                                     it held a pair not agreed yet */
+    uint64_t ws_serialised;       /* strand-1 BLAS ops run after strand 0's for want of a
+                                     workspace of the shim's */
+    uint64_t ws_refused;          /* workspace allocations not made: no room on the device */
+    uint64_t ws_bytes_peak;       /* most bytes of workspace the shim held at once */
     /* The device as the shim saw it (sched.c, dh__devmem_note): the program's own peak, and
      * the peak of program + unissued frees + workspaces with what it held then. */
     int64_t mem_program_peak, mem_device_peak, mem_device_at_program, mem_device_at_program_peak;

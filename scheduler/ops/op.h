@@ -75,8 +75,15 @@ typedef struct dh_replay_ctx {
     int device;
     cublasHandle_t blas;          /* this (device, strand)'s own cuBLAS handle */
     cublasLtHandle_t blaslt;      /* this device's own cuBLASLt handle */
-    void *workspace;              /* this (device, strand)'s workspace */
-    size_t workspace_size;        /* its size in bytes (>= any captured workspace size) */
+    /* The workspace a BLAS op runs with. NULL: the one the framework gave at the call (its
+     * pointer and size as captured): strand 0 runs in program order on the framework's own
+     * stream, where the framework's workspace is ordered as it was without the shim, so it
+     * needs none of the shim's (DESIGN.md invariant 11); so does a strand-1 op that the
+     * dispatcher orders with strand 0 because it has no workspace of its own for it. Else
+     * the shim's own for the strand (at least the captured size; the captured SIZE is what
+     * the library is told, so its choice of algorithm is the framework's). */
+    void *workspace;
+    size_t workspace_size;        /* its size in bytes (with workspace) */
     cudaEvent_t record_event;     /* EVENT_RECORD: the shim-owned event to record */
     cudaEvent_t wait_event;       /* EVENT_WAIT: the shim-owned event of the record */
 } dh_replay_ctx_t;
@@ -310,6 +317,9 @@ typedef struct dh_op_kind_ops {
     int (*replay)(dh_op_t *op, const dh_replay_ctx_t *ctx);
     /* Releases what the payload owns outside the op's own allocation. NULL: nothing. */
     void (*release)(dh_op_t *op);
+    /* DH_OPK_BLAS kinds: the bytes of workspace the framework gave the call (0: none, the
+     * library's default), which a replay on the shim's own workspace needs. */
+    size_t (*workspace)(const dh_op_t *op);
 } dh_op_kind_ops_t;
 
 /* Installs the table of kind k (a kind defined outside scheduler/: NCCL, NCCL_GROUP). Call

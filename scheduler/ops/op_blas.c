@@ -185,7 +185,8 @@ dh_status_t dh_op_capture_gemm_strided_ex(dh_op_t **out, cublasHandle_t h, cubla
 
 /* Gives ctx->blas the captured state. cublasSetStream first: it resets the workspace,
  * which is then set again when the framework had one, with the framework's SIZE (the
- * algorithm choice depends on it) in the strand's own buffer. */
+ * algorithm choice depends on it): the framework's own buffer when the context has none
+ * (op.h), else the strand's. */
 static int dh__gemm_prepare(const dh_real_t *r, const dh__gemm_pl_t *p,
                             const dh_replay_ctx_t *ctx)
 {
@@ -198,8 +199,10 @@ static int dh__gemm_prepare(const dh_real_t *r, const dh__gemm_pl_t *p,
         set_atom == NULL)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     cublasStatus_t st = set_stream(ctx->blas, ctx->stream);
-    if (st == CUBLAS_STATUS_SUCCESS && p->st.workspace != NULL) {
-        if (ctx->workspace == NULL || ctx->workspace_size < p->st.workspace_size) {
+    if (st == CUBLAS_STATUS_SUCCESS && p->st.workspace != NULL && ctx->workspace == NULL) {
+        st = set_ws(ctx->blas, p->st.workspace, p->st.workspace_size); /* the framework's */
+    } else if (st == CUBLAS_STATUS_SUCCESS && p->st.workspace != NULL) {
+        if (ctx->workspace_size < p->st.workspace_size) {
             DH_ERROR(SCHED, "GEMM replay: strand %d workspace is %zu bytes, the framework's "
                      "handle had %zu; not replayed", ctx->strand, ctx->workspace_size,
                      p->st.workspace_size);
@@ -356,6 +359,12 @@ static void dh__gemm_learn(const dh_op_t *op, int rc)
         dh_op_accept(dh__gemm_combo(op, (const dh__gemm_pl_t *)op->payload));
 }
 
+static size_t dh__gemm_workspace(const dh_op_t *op)
+{
+    const dh__gemm_pl_t *p = (const dh__gemm_pl_t *)op->payload;
+    return p->st.workspace != NULL ? p->st.workspace_size : 0;
+}
+
 const dh_op_kind_ops_t dh__kind_gemm = {
     .name = "GEMM",
     .cls = DH_CLS_COMPUTE,
@@ -366,4 +375,5 @@ const dh_op_kind_ops_t dh__kind_gemm = {
     .validate = dh__gemm_validate,
     .learn = dh__gemm_learn,
     .replay = dh__replay_gemm,
+    .workspace = dh__gemm_workspace,
 };

@@ -91,7 +91,7 @@ typedef struct dh__lt_pl {
     _Alignas(8) unsigned char beta_buf[16];
     cublasLtMatmulAlgo_t algo;
     int has_algo;
-    void *workspace;               /* the framework's, replaced by the strand's at replay */
+    void *workspace;               /* the framework's; strand 1 may run on its own (op.h) */
     size_t workspace_size;
     dh__lt_obj_t desc, layout[4];  /* A, B, C, D */
     int by_ref;                    /* LT_DESC break: replay with the framework's objects */
@@ -396,8 +396,8 @@ static int dh__replay_lt(dh_op_t *op, const dh_replay_ctx_t *ctx)
     if (!dh__lt_have_all(r) || ctx->blaslt == NULL)
         return CUBLAS_STATUS_NOT_INITIALIZED;
     void *ws = p->workspace;
-    if (p->workspace != NULL && p->workspace_size > 0) {
-        if (ctx->workspace == NULL || ctx->workspace_size < p->workspace_size) {
+    if (p->workspace != NULL && p->workspace_size > 0 && ctx->workspace != NULL) {
+        if (ctx->workspace_size < p->workspace_size) {
             DH_ERROR(SCHED, "cublasLtMatmul replay: strand %d workspace is %zu bytes, the "
                      "framework gave %zu; not replayed", ctx->strand, ctx->workspace_size,
                      p->workspace_size);
@@ -592,6 +592,12 @@ static void dh__lt_learn(const dh_op_t *op, int rc)
         dh_op_accept(dh__lt_combo(op));
 }
 
+static size_t dh__lt_workspace(const dh_op_t *op)
+{
+    const dh__lt_pl_t *p = (const dh__lt_pl_t *)op->payload;
+    return p->workspace != NULL ? p->workspace_size : 0;
+}
+
 const dh_op_kind_ops_t dh__kind_lt = {
     .name = "LT_MATMUL",
     .cls = DH_CLS_COMPUTE,
@@ -602,4 +608,5 @@ const dh_op_kind_ops_t dh__kind_lt = {
     .validate = dh__lt_validate,
     .learn = dh__lt_learn,
     .replay = dh__replay_lt,
+    .workspace = dh__lt_workspace,
 };

@@ -91,6 +91,8 @@
     X(CUDART, cudaError_t, cudaDeviceGetMemPool, (cudaMemPool_t *memPool, int device))       \
     X(CUDART, cudaError_t, cudaMemPoolSetAttribute,                                         \
       (cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value))                      \
+    X(CUDART, cudaError_t, cudaMemPoolTrimTo, (cudaMemPool_t memPool, size_t minBytesToKeep)) \
+    X(CUDART, cudaError_t, cudaMemGetInfo, (size_t *free, size_t *total))                   \
     X(CUDART, cudaError_t, cudaStreamGetDevice, (cudaStream_t hStream, int *device))         \
     X(CUDART, cudaError_t, cudaSetDevice, (int device))                                     \
     X(CUDART, cudaError_t, cudaGetLastError, (void))                                        \

@@ -1,0 +1,145 @@
+/*
+ * workspace.c: the shim's own cuBLAS/cuBLASLt workspaces (DESIGN.md invariant 11, issue
+ * 27; declared in sched_int.h).
+ *
+ * Strand 0 runs in program order on the framework's own stream, so its BLAS ops run on the
+ * workspace the framework gave them, as they would without the shim: no op of the other
+ * strand touches that buffer (strand 1 runs on a workspace of its own, or after strand 0,
+ * below). The shim needs a workspace only for strand 1, and only once a strand-1 BLAS op is
+ * replayed, which is when pairing needs it. It is allocated then, of the size the framework
+ * gave that op, and only when the device has it free beside what the program will still
+ * take up to its peak so far (the program-order count of memacct.c): a workspace that
+ * pushed the program past the device would have to come back at the program's next failed
+ * allocation anyway (giveback.c).
+ *
+ * Without a workspace of its own (no room, an op that needs more than the one allocated,
+ * or given back), a strand-1 BLAS op runs on the framework's stream with the framework's
+ * workspace, joined with strand 1 before and after (dispatch.c): after every strand-0 op
+ * issued before it and every earlier op of its strand, before everything issued after it.
+ * The results are the same bits (the library is told the same workspace size, so it
+ * chooses the same algorithm); only that op's overlap is lost. A workspace given back is
+ * not taken again: the memory it needs is what the program lacked.
+ *
+ * Thread-safety: dh__ws_lock guards the table. The dispatcher holds it from choosing a
+ * workspace until the op using it is enqueued (dh__ws_bind .. dh__ws_done), so a give-back
+ * that holds it knows that every op using the workspace is enqueued, waits for the device
+ * and only then frees it. Lock order: dh__s.lock, then dh__ws_lock.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "common/log.h"
+#include "real.h"
+#include "sched_int.h"
+
+typedef struct dh__ws {
+    void *ptr;      /* strand 1's workspace on this device, or NULL */
+    size_t size;
+} dh__ws_t;
+
+static pthread_mutex_t dh__ws_lock = PTHREAD_MUTEX_INITIALIZER;
+static dh__ws_t dh__ws[DH_MAX_DEVICES]; /* guarded by dh__ws_lock */
+static int dh__ws_given_back;           /* guarded by dh__ws_lock: none is taken again */
+static _Atomic uint64_t dh__ws_now;     /* bytes allocated now (any thread reads) */
+static _Atomic uint64_t dh__ws_serial;  /* strand-1 BLAS ops run after strand 0 */
+static _Atomic uint64_t dh__ws_refused; /* allocations not made: the device had no room */
+static _Atomic uint64_t dh__ws_peak;    /* most bytes allocated at once */
+
+uint64_t dh__sched_ws_bytes(void) { return atomic_load_explicit(&dh__ws_now, memory_order_relaxed); }
+
+void dh__ws_stats(uint64_t *serialised, uint64_t *refused, uint64_t *peak)
+{
+    *peak = atomic_load_explicit(&dh__ws_peak, memory_order_relaxed);
+    *serialised = atomic_load_explicit(&dh__ws_serial, memory_order_relaxed);
+    *refused = atomic_load_explicit(&dh__ws_refused, memory_order_relaxed);
+}
+
+/* What the program will still take, by the program-order count, before it is back at the
+ * highest it held so far (with what pairing held then). Lock NOT held. */
+static int64_t dh__ws_program_room(void)
+{
+    pthread_mutex_lock(&dh__s.lock);
+    int64_t now = dh__s.live_bytes + (int64_t)dh__s.unc_bytes;
+    int64_t top = dh__s.held_peak > dh__s.live_peak ? dh__s.held_peak : dh__s.live_peak;
+    pthread_mutex_unlock(&dh__s.lock);
+    return top > now ? top - now : 0;
+}
+
+/* dh__ws_lock held. Allocates w (need bytes) when the device has them free beside what the
+ * program will still take; says once why not. */
+static void dh__ws_alloc(dh__ws_t *w, size_t need, int64_t program)
+{
+    const dh_real_t *R = dh_real();
+    size_t freeb = 0, total = 0;
+    if (R->cudaMemGetInfo == NULL || R->cudaMemGetInfo(&freeb, &total) != cudaSuccess)
+        return;
+    if ((double)freeb < (double)need + (double)program ||
+        R->cudaMalloc(&w->ptr, need) != cudaSuccess) {
+        R->cudaGetLastError(); /* the shim's failure is not the program's last error */
+        w->ptr = NULL;
+        atomic_fetch_add_explicit(&dh__ws_refused, 1, memory_order_relaxed);
+        DH_WARN_ONCE(SCHED, "device memory: no room for strand 1's cuBLAS workspace (%zu bytes "
+                     "needed; %zu free, and the program will take %lld more by its peak so "
+                     "far): strand 1's GEMMs run after strand 0's (exact; that overlap is "
+                     "lost)", need, freeb, (long long)program);
+        return;
+    }
+    w->size = need;
+    uint64_t now = atomic_fetch_add_explicit(&dh__ws_now, need, memory_order_relaxed) + need;
+    if (now > atomic_load_explicit(&dh__ws_peak, memory_order_relaxed))
+        atomic_store_explicit(&dh__ws_peak, now, memory_order_relaxed);
+    DH_INFO(SCHED, "strand 1's cuBLAS workspace: %zu bytes (%zu were free)", need, freeb);
+}
+
+int dh__ws_bind(const dh_op_t *op, int strand, dh_replay_ctx_t *ctx)
+{
+    const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
+    size_t need = k != NULL && k->workspace != NULL ? k->workspace(op) : 0;
+    ctx->workspace = NULL;
+    ctx->workspace_size = 0;
+    int64_t program = strand == 1 && need > 0 ? dh__ws_program_room() : 0;
+    pthread_mutex_lock(&dh__ws_lock);
+    if (strand == 0 || need == 0)
+        return 0; /* the framework's own workspace, or none */
+    dh__ws_t *w = &dh__ws[op->device];
+    if (w->ptr == NULL && !dh__ws_given_back)
+        dh__ws_alloc(w, need, program);
+    if (w->ptr != NULL && w->size >= need) {
+        ctx->workspace = w->ptr;
+        ctx->workspace_size = w->size;
+        return 0;
+    }
+    atomic_fetch_add_explicit(&dh__ws_serial, 1, memory_order_relaxed);
+    return 1;
+}
+
+void dh__ws_done(void) { pthread_mutex_unlock(&dh__ws_lock); }
+
+uint64_t dh__ws_give_back(void)
+{
+    const dh_real_t *R = dh_real();
+    uint64_t bytes = 0;
+    int cur = -1;
+    pthread_mutex_lock(&dh__ws_lock);
+    dh__ws_given_back = 1;
+    for (int dev = 0; dev < DH_MAX_DEVICES; dev++) {
+        dh__ws_t *w = &dh__ws[dev];
+        if (w->ptr == NULL)
+            continue;
+        if (cur < 0)
+            R->cudaGetDevice(&cur);
+        /* Every op that used it is enqueued (the lock): once the device is done with them,
+         * nothing reads it. */
+        R->cudaSetDevice(dev);
+        R->cudaDeviceSynchronize();
+        R->cudaFree(w->ptr);
+        bytes += w->size;
+        atomic_fetch_sub_explicit(&dh__ws_now, w->size, memory_order_relaxed);
+        w->ptr = NULL;
+        w->size = 0;
+    }
+    if (cur >= 0)
+        R->cudaSetDevice(cur);
+    pthread_mutex_unlock(&dh__ws_lock);
+    return bytes;
+}
