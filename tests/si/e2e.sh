@@ -53,6 +53,11 @@
 #       different orders (the vgpu reports a mismatch) and the losses differ; the third
 #       with DHELIX_MAX_UNISSUED_FREE_BYTES=0, so the program also waits for the dispatcher
 #       at every free (lag_waits > 0 on every rank), which must change nothing either
+#   fullmem_1m fullmem_64m (4 ranks, TP=2 x DP=2)
+#       a device with the baseline's peak plus 1 MiB / 64 MiB: passthrough, stress (3
+#       seeds), profile, plan and auto exact, no workspace before pairing, the plan run
+#       pairs; fullmem_1m also gives memory back under stress at peak + 64 KiB
+#       (tests/si/e2e_fullmem.sh says what each judges)
 #   agree_silent
 #       a rank stops answering the ranks' agreement: every rank falls back (bounded), exact
 #   auto_tp_sp auto_tp_sp_init (set-up before the first iteration, as PyTorch's) auto_cp
@@ -1257,6 +1262,10 @@ PY
   esac
 }
 
+# fullmem_1m fullmem_64m: a job sized to fill the device (tests/si/e2e_fullmem.sh).
+# shellcheck source=tests/si/e2e_fullmem.sh
+. "$root/tests/si/e2e_fullmem.sh"
+
 # ---- main ----
 
 case $scenario in
@@ -1291,6 +1300,8 @@ case $scenario in
     set -- bad_plan "${scenario#bad_plan_}" ;;
   inject_stress) set -- inject_stress ;;
   jitter) set -- jitter ;;
+  fullmem_1m) set -- fullmem 1048576 1m ;;
+  fullmem_64m) set -- fullmem 67108864 64m ;;
   share_mem) set -- share_mem ;;
   mem_bound) set -- mem_bound ;;
   rotated_plan) set -- rotated_plan ;;
