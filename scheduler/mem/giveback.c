@@ -25,35 +25,14 @@
  * without the shim: it gets it, at the same call, as the same error.
  */
 #include "common/log.h"
-#include "pairing.h"
 #include "real.h"
 #include "sched_int.h"
-#include "tracker.h"
+#include "sched_mode.h"
 
-/* Lock held: gives up what pairing holds where that is the rank's own decision, and asks
- * the dispatcher for it. Returns the program order it must have issued up to (0 nothing). */
-static uint64_t dh__gb_release_held(void)
+uint64_t dh__give_back_all(void)
 {
-    uint64_t target = dh__s.next_seq;
-    switch (dh__s.mode) {
-    case DH_MODE_PLAN:
-        if (!dh_tracker_pairing())
-            return 0;
-        dh__s.stats.mem_device_vetoes++;
-        dh_tracker_drain(DH_UNPAIRED_MEM_DEVICE);
-        if (dh_tracker_seq_due())
-            dh__flush_seq(target, dh__s.release);
-        else
-            dh__flush_to(target);
-        dh__agree_no();
-        return target;
-    case DH_MODE_STRESS:
-    case DH_MODE_PROFILE:
-        dh__flush_to(target);
-        return target;
-    default:
-        return 0;
-    }
+    dh__flush_to(dh__s.next_seq);
+    return dh__s.next_seq;
 }
 
 int dh_sched_alloc_failed(size_t size)
@@ -68,7 +47,10 @@ int dh_sched_alloc_failed(size_t size)
         return 0;
     }
     uint64_t held0 = dh__s.held_free_bytes;
-    uint64_t target = dh__gb_release_held();
+    const dh_mode_ops_t *m = dh__mode();
+    uint64_t target = m->give_back != NULL ? m->give_back() : 0;
+    if (target && m->queued != NULL)
+        m->queued(); /* a "no" it owes goes out before this thread waits */
     pthread_cond_signal(&dh__s.work);
     /* What is owed: the flush just asked for, and the frees the dispatcher may issue but
      * has not (memacct.c waits for the same before fresh memory). */
@@ -100,7 +82,7 @@ int dh_sched_alloc_failed(size_t size)
                  "kept) and retried%s", size, free0, size > free0 ? size - free0 : 0,
                  (unsigned long long)held0, (unsigned long long)ws, free1,
                  (unsigned long long)kept,
-                 target && dh__s.mode == DH_MODE_PLAN
+                 target && m->ranks_agree
                      ? "; this iteration runs in program order on every rank from here" : "");
     return 1;
 }
