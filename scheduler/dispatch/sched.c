@@ -202,6 +202,7 @@ static void dh__register_exit(void) { atexit(dh__atexit); }
 static void dh__prepare(dh_op_t *op, dh_op_desc_t *d)
 {
     const dh_mode_ops_t *m = dh__mode();
+    dh__ws_note(op);
     if (m->describes)
         dh_op_describe(op, d);
     if (!m->footprints)

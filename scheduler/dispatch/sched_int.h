@@ -193,6 +193,12 @@ uint64_t dh__sched_ws_bytes(void);
  * refused for want of room, and the most workspace bytes held at once, so far. Any
  * thread. */
 void dh__ws_stats(uint64_t *serialised, uint64_t *refused, uint64_t *peak);
+/* Framework thread, at submission: op (any kind) is in program order; a BLAS op's
+ * workspace size raises what dh__ws_seen answers. Any thread. */
+void dh__ws_note(const dh_op_t *op);
+/* The largest workspace (bytes) the framework gave a BLAS op so far: the size of strand
+ * 1's, and what the program-order count (modes/memacct.c) and profiles say it costs. */
+uint64_t dh__ws_seen(void);
 /* Dispatcher, dh__s.lock NOT held: sets ctx's workspace for BLAS op on strand (op.h:
  * NULL, the framework's own, on strand 0). Returns 1 when the op has none of its own and
  * must run after strand 0 on the framework's workspace (dispatch.c), else 0. Leaves the

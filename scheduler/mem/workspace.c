@@ -6,8 +6,8 @@
  * workspace the framework gave them, as they would without the shim: no op of the other
  * strand touches that buffer (strand 1 runs on a workspace of its own, or after strand 0,
  * below). The shim needs a workspace only for strand 1, and only once a strand-1 BLAS op is
- * replayed, which is when pairing needs it. It is allocated then, of the size the framework
- * gave that op, and only when the device has it free beside what the program will still
+ * replayed, which is when pairing needs it. It is allocated then, of the largest size the
+ * framework gave a BLAS op so far (dh__ws_note), and only when the device has it free beside what the program will still
  * take up to its peak so far (the program-order count of memacct.c): a workspace that
  * pushed the program past the device would have to come back at the program's next failed
  * allocation anyway (giveback.c).
@@ -44,6 +44,21 @@ static _Atomic uint64_t dh__ws_now;     /* bytes allocated now (any thread reads
 static _Atomic uint64_t dh__ws_serial;  /* strand-1 BLAS ops run after strand 0 */
 static _Atomic uint64_t dh__ws_refused; /* allocations not made: the device had no room */
 static _Atomic uint64_t dh__ws_peak;    /* most bytes allocated at once */
+static _Atomic uint64_t dh__ws_max;     /* the largest workspace the framework gave a BLAS op
+                                           submitted so far (program order) */
+
+void dh__ws_note(const dh_op_t *op)
+{
+    const dh_op_kind_ops_t *k = dh_op_kind_ops(op->kind);
+    uint64_t need = k != NULL && k->workspace != NULL ? k->workspace(op) : 0;
+    uint64_t cur = atomic_load_explicit(&dh__ws_max, memory_order_relaxed);
+    while (need > cur &&
+           !atomic_compare_exchange_weak_explicit(&dh__ws_max, &cur, need, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
+
+uint64_t dh__ws_seen(void) { return atomic_load_explicit(&dh__ws_max, memory_order_relaxed); }
 
 uint64_t dh__sched_ws_bytes(void) { return atomic_load_explicit(&dh__ws_now, memory_order_relaxed); }
 
@@ -102,8 +117,11 @@ int dh__ws_bind(const dh_op_t *op, int strand, dh_replay_ctx_t *ctx)
     if (strand == 0 || need == 0)
         return 0; /* the framework's own workspace, or none */
     dh__ws_t *w = &dh__ws[op->device];
+    /* As large as the largest the framework gave so far: a later op that needs more than
+     * the first would otherwise run after strand 0 for good. */
+    size_t most = (size_t)dh__ws_seen();
     if (w->ptr == NULL && !dh__ws_given_back)
-        dh__ws_alloc(w, need, program);
+        dh__ws_alloc(w, most > need ? most : need, program);
     if (w->ptr != NULL && w->size >= need) {
         ctx->workspace = w->ptr;
         ctx->workspace_size = w->size;

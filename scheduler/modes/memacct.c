@@ -8,7 +8,7 @@
  * allocated since its previous op, a captured free takes its bytes off), live_peak its peak
  * (the baseline's peak as far as the program has got), and what pairing holds on top is
  * unc_bytes, the captured frees of groups not released yet whose blocks no allocation took
- * back, plus the shim's two cuBLAS workspaces. extra = live + unc + workspaces - peak.
+ * back, plus the shim's cuBLAS workspace (strand 1's). extra = live + unc + workspaces - peak.
  *
  * The bound (DHELIX_MAX_EXTRA_MEM). When extra passes it while the rank holds a pair it has
  * not voted on, it votes "no" for that pair (dh_tracker_drain): every rank then runs the
@@ -34,9 +34,10 @@
 #include "sched_int.h"
 #include "tracker.h"
 
-/* The shim's cuBLAS workspaces (dispatch.c, one per strand): device memory the baseline
- * does not hold. */
-#define DH__WS_EXTRA (2.0 * (double)DH_PLAN_BLAS_WS_BYTES)
+/* The shim's cuBLAS workspace (mem/workspace.c: strand 1's, of the largest size the
+ * framework gave a GEMM so far; strand 0 runs on the framework's): device memory the
+ * baseline does not hold. */
+#define DH__WS_EXTRA ((double)dh__ws_seen())
 
 /* The bound in bytes, < 0 none: DHELIX_MAX_EXTRA_MEM when set (a percentage of live_peak),
  * else the plan's max_extra_mem_bytes. */

@@ -21,6 +21,7 @@
 #include "plan.h"
 #include "real.h"
 #include "registry.h"
+#include "sched_int.h"
 
 #define DH__MAX_COMMS 256
 
@@ -441,6 +442,7 @@ static void dh__header(dh_profile_t *p)
     snprintf(p->device, sizeof p->device, "%s%s", dev ? "vgpu " : "", dev ? dev : "");
     const char *mc = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     p->max_connections = mc && atoi(mc) > 0 ? atoi(mc) : 8;
+    p->blas_ws_bytes = (int64_t)dh__ws_seen();
     p->ncomms = dh__pr.ncomms;
     p->comms = dh__pr.comm_info;
     p->sync_at_end = dh__pr.stopped || dh__pr.pending_sync;

@@ -67,6 +67,7 @@ static void dh__kmem(dh__kb_t *k, const dh_memsim_op_t *m, size_t n)
 {
     for (size_t i = 0; m != NULL && i < n; i++) {
         dh__kput(k, (uint64_t)m[i].freed ^ (uint64_t)m[i].stream << 48 ^ (uint64_t)m[i].blas << 63);
+        dh__kput(k, (uint64_t)m[i].ws_bytes);
         dh__kput(k, m[i].nsizes);
         for (size_t q = 0; q < m[i].nsizes; q++)
             dh__kput(k, (uint64_t)m[i].sizes[q]);

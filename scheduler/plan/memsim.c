@@ -227,7 +227,7 @@ dh_status_t dh_memsim_section(const dh_plan_section_t *s, const dh_memsim_op_t *
     dh_status_t st = ra && w.head && nvp >= 0 ? DH_OK : DH_ERR_NOMEM;
     for (int g = 0; st == DH_OK && g < s->ngroups; g++)
         w.head[g] = DH__NONE;
-    int ws[2] = {0, 0};
+    int64_t ws = 0; /* strand 1's workspace (strand 0 runs on the framework's) */
     size_t r = 0, k = 0;
     for (size_t c = 0; st == DH_OK && c < s->nops; c++) {
         const dh_memsim_op_t *o = &ops[c];
@@ -238,7 +238,8 @@ dh_status_t dh_memsim_section(const dh_plan_section_t *s, const dh_memsim_op_t *
             w.live += (double)o->sizes[q];
         }
         dh__note(&w, c);
-        ws[strand] |= o->blas;
+        if (strand == 1 && o->blas && o->ws_bytes > ws)
+            ws = o->ws_bytes;
         if (o->freed > 0) {
             size_t id;
             st = dh__park(&w.pool, o->freed, o->stream, strand, g, c, &id);
@@ -264,7 +265,7 @@ dh_status_t dh_memsim_section(const dh_plan_section_t *s, const dh_memsim_op_t *
         dh__note(&w, c);
     }
     if (st == DH_OK) {
-        out->workspace = (double)(ws[0] + ws[1]) * (double)DH_PLAN_BLAS_WS_BYTES;
+        out->workspace = (double)ws;
         out->held = w.peak > w.live_peak ? w.peak - w.live_peak : 0;
         out->extra = out->workspace + out->held;
         out->live_peak = w.live_peak;

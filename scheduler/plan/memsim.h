@@ -10,8 +10,9 @@
  *
  * live: the program's stream-ordered memory in its own order (allocations made, frees
  * captured); held: the frees of groups the runtime has not released yet whose blocks no
- * allocation took back; workspaces: the shim's cuBLAS workspace of each strand that runs a
- * GEMM (DH_PLAN_BLAS_WS_BYTES). The simulation walks one iteration of a section in program
+ * allocation took back; workspaces: the shim's cuBLAS workspace for strand 1 when that
+ * strand runs a GEMM, of the largest size the framework gave one (strand 0 runs on the
+ * framework's own: scheduler/mem/workspace.c). The simulation walks one iteration of a section in program
  * order as the runtime does:
  *
  *   - groups are released as scheduler/modes/tracker.c releases them (dh_plan_release_marks); a
@@ -46,12 +47,14 @@ typedef struct dh_memsim_op {
     size_t nsizes;
     int64_t freed;              /* bytes it frees (a FREE op), else 0 */
     uint32_t stream;            /* framework stream ordinal */
-    uint8_t blas;               /* a GEMM: runs with its strand's cuBLAS workspace */
+    uint8_t blas;               /* a GEMM or cuBLASLt matmul */
+    int64_t ws_bytes;           /* its workspace on strand 1, the shim's own (strand 0 runs on
+                                   the framework's): the framework's size (planmem.c) */
 } dh_memsim_op_t;
 
 typedef struct dh_memsim_result {
     double extra;               /* workspace + held (bytes) */
-    double workspace;           /* the cuBLAS workspaces the plan makes the runtime allocate */
+    double workspace;           /* the cuBLAS workspace the plan makes the runtime allocate */
     double held;                /* max(live + held) - max(live), >= 0 */
     double live_peak;           /* max of live, relative to the iteration's start */
     size_t peak_op;             /* the op at which live + held peaked (after its allocations,

@@ -28,7 +28,9 @@
 #define DH_PLAN_VERSION 2
 #define DH_PLAN_VERSION_FLAT 1
 #define DH_PLAN_NAME_MAX 64
-/* The cuBLAS workspace the runtime gives each strand's handle (scheduler/dispatch/dispatch.c): device
+/* The cuBLAS workspace the runtime gave each strand's handle before issue 27 (now: strand 1
+ * only, of the framework's size, scheduler/mem/workspace.c), what the planner assumes for a
+ * profile that does not say the framework's size: device
  * memory the baseline does not hold, which the planner counts in a plan's extra memory. */
 #define DH_PLAN_BLAS_WS_BYTES (64u << 20)
 
@@ -94,6 +96,8 @@ typedef struct dh_profile {
     char host[DH_PLAN_NAME_MAX];
     char device[DH_PLAN_NAME_MAX];  /* device name as the runtime reports it */
     int max_connections;            /* CUDA_DEVICE_MAX_CONNECTIONS in effect (8 when unset) */
+    int64_t blas_ws_bytes;          /* the largest cuBLAS/cuBLASLt workspace the framework gave a
+                                       GEMM (bytes; -1 unknown: a profile without the key) */
     int ncomms;
     dh_prof_comm_t *comms;
     size_t nops;

@@ -37,9 +37,12 @@ dh_status_t dh__mem_ops(const dh_profile_t *p, const dh_prof_op_t *tops,
         m[i].freed = freed;
         m[i].stream = src->stream;
         m[i].blas = strcmp(src->kind, "GEMM") == 0 || strcmp(src->kind, "LT_MATMUL") == 0;
-        /* Both strands' workspaces, once the section pairs (memsim.c counts what it uses). */
+        /* Strand 1's workspace, once the section pairs (memsim.c counts what it uses), of the
+         * size the framework gave its GEMMs (a profile from before issue 27 does not say:
+         * the most the runtime ever gave, DH_PLAN_BLAS_WS_BYTES). */
+        m[i].ws_bytes = p->blas_ws_bytes >= 0 ? p->blas_ws_bytes : (int64_t)DH_PLAN_BLAS_WS_BYTES;
         if (m[i].blas)
-            *fixed = 2.0 * DH_PLAN_BLAS_WS_BYTES;
+            *fixed = (double)m[i].ws_bytes;
         aops[i].mem = bytes - freed;
         aops[i].freed = freed;
     }

@@ -554,7 +554,10 @@ void dh__profile_header_json(dh_strbuf_t *s, const dh_profile_t *p, int version)
     dh_strbuf_json_str(s, p->host);
     dh_strbuf_puts(s, ", \"device\": ");
     dh_strbuf_json_str(s, p->device);
-    dh_strbuf_printf(s, ",\n  \"max_connections\": %d,\n  \"comms\": [", p->max_connections);
+    dh_strbuf_printf(s, ",\n  \"max_connections\": %d,", p->max_connections);
+    if (p->blas_ws_bytes >= 0)
+        dh_strbuf_printf(s, " \"blas_workspace_bytes\": %lld,", (long long)p->blas_ws_bytes);
+    dh_strbuf_puts(s, "\n  \"comms\": [");
     for (int i = 0; i < p->ncomms; i++) {
         const dh_prof_comm_t *c = &p->comms[i];
         dh_strbuf_puts(s, i ? ",\n    {\"name\": " : "\n    {\"name\": ");

@@ -93,6 +93,8 @@ static dh_status_t dh__profile_fill(const dh__jr_t *r, json_t *root, int version
     DH_CHECK(dh__jstr(r, root, NULL, "device", 0, "", p->device, sizeof(p->device)));
     DH_CHECK(dh__jint(r, root, NULL, "max_connections", 0, 8, 1, 1024, &v));
     p->max_connections = (int)v;
+    DH_CHECK(dh__jint(r, root, NULL, "blas_workspace_bytes", 0, -1, -1, 1ll << 40, &v));
+    p->blas_ws_bytes = v;
     DH_CHECK(dh__jint(r, root, NULL, "sync_at_end", 0, 0, 0, 1, &v));
     p->sync_at_end = (int)v;
     if (p->world > 0 && p->rank >= p->world) {

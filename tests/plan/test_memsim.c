@@ -48,7 +48,7 @@ static void add(sect_t *x, int strand, int g, int64_t alloc, int64_t freed, int 
     x->ops[c] = (dh_plan_op_t){.phase = strand, .strand = (int8_t)strand, .group = g};
     x->sizes[c] = alloc;
     x->m[c] = (dh_memsim_op_t){alloc ? &x->sizes[c] : NULL, alloc ? 1 : 0, freed, 0,
-                               (uint8_t)blas};
+                               (uint8_t)blas, 64 * MIB};
 }
 
 static void group(sect_t *x, size_t a_first, size_t a_n, size_t b_first, size_t b_n)
@@ -186,7 +186,8 @@ static void test_agreement_and_cross_strand(void **state)
     EXPECT_MIB(r.extra, 10);
 }
 
-/* The workspaces: 64 MiB for each strand that runs a GEMM. */
+/* The workspace: strand 1's when it runs a GEMM, of the size the op says (strand 0 runs on
+ * the framework's, scheduler/mem/workspace.c). */
 static void test_workspaces(void **state)
 {
     (void)state;
@@ -197,11 +198,14 @@ static void test_workspaces(void **state)
     add(&x, 1, 1, 0, 0, 0);
     group(&x, 0, 1, 0, 0);
     group(&x, 1, 1, 2, 1);
-    EXPECT_MIB(sim(&x, 0).extra, 64);
+    /* Strand 0 runs its GEMMs on the framework's workspace: the shim allocates none. */
+    EXPECT_MIB(sim(&x, 0).extra, 0);
     x.m[2].blas = 1;
     dh_memsim_result_t r = sim(&x, 0);
-    EXPECT_MIB(r.workspace, 128);
-    EXPECT_MIB(r.extra, 128);
+    EXPECT_MIB(r.workspace, 64);
+    EXPECT_MIB(r.extra, 64);
+    x.m[2].ws_bytes = 4 * MIB; /* the framework's size */
+    EXPECT_MIB(sim(&x, 0).workspace, 4);
 }
 
 /* A phase's own reuse, newest block first, exact size and stream:
@@ -213,8 +217,8 @@ static void test_reuse(void **state)
     (void)state;
     int64_t two[2] = {8 * MIB, 8 * MIB}, four = 4 * MIB, eight = 8 * MIB;
     dh_memsim_op_t ops[6] = {
-        {NULL, 0, 8 * MIB, 0, 0}, {NULL, 0, 8 * MIB, 0, 0}, {two, 2, 0, 0, 0},
-        {NULL, 0, 4 * MIB, 1, 0}, {&four, 1, 0, 0, 0},      {&eight, 1, 0, 0, 0}};
+        {NULL, 0, 8 * MIB, 0, 0, 0}, {NULL, 0, 8 * MIB, 0, 0, 0}, {two, 2, 0, 0, 0, 0},
+        {NULL, 0, 4 * MIB, 1, 0, 0}, {&four, 1, 0, 0, 0, 0},      {&eight, 1, 0, 0, 0, 0}};
     int64_t kept[6], re[6];
     uint32_t from[6];
     assert_int_equal(dh_memsim_reuse(ops, 6, kept, re, from), DH_OK);

@@ -531,7 +531,10 @@ static void expect_meta(fx_t *f, const char *mode, int deferring)
                                          "pool_reuse_same_strand", "pool_reuse_same_strand_bytes",
                                          "pool_reuse_cross_strand",
                                          "pool_reuse_cross_strand_bytes", "pool_fresh_allocs",
-                                         "pool_fresh_bytes", "pool_cross_refused"};
+                                         "pool_fresh_bytes", "pool_cross_refused",
+                                         "mem_givebacks", "mem_giveback_failed",
+                                         "mem_device_vetoes", "workspace_peak_bytes",
+                                         "workspace_serialised_ops", "workspace_refused"};
     const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);
     const size_t ndrains = sizeof(drains) / sizeof(drains[0]);
     const size_t ntotals = sizeof(totals) / sizeof(totals[0]);

@@ -15,9 +15,9 @@
 #       extra_mem_bytes; with the test break pool_barrier (the other strand
 #       takes a block with no barrier after its free) the vgpu must find the race (status
 #       86); stress mode with three seeds reuses and stays exact
-#   mem_bound  tp_sp's model under DHELIX_MAX_EXTRA_MEM just above the shim's two cuBLAS
-#       workspaces: the ranks vote no on the pairs that would pass it (mem_bound_vetoes > 0,
-#       the same on every rank), fewer paired groups than without it, extra peak memory
+#   mem_bound  tp_sp's model under DHELIX_MAX_EXTRA_MEM just above the shim's cuBLAS
+#       workspace (strand 1's, of the framework's size): the ranks vote no on the pairs
+#       that would pass it (mem_bound_vetoes > 0, the same on every rank), fewer paired groups than without it, extra peak memory
 #       within the bound, exact, no hazard
 #   tp_sp pp_1f1b pp_tp (4 ranks) cp dp_ogr moe_ep       baseline -> profile -> plan -> SI,
 #       and the plan's extra device memory within 10% of the run's (as in share_mem)
@@ -599,13 +599,17 @@ scenario_share_mem() {
 scenario_mem_bound() {
   local n=2
   local args=(--model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 5)
-  # The shim's two cuBLAS workspaces (128 MiB) count against the bound; this model's
-  # pairs hold under 100 KiB on top of them: 16 KiB more lets no pair through.
-  local bound=$((128 * 1048576 + 16384))
   wl_run base "$n" -- "${args[@]}"
   run_ok base || return
   profile prof "$n" -- "${args[@]}" || return
   make_plan prof || return
+  # The shim's cuBLAS workspace (strand 1's, of the framework's size, which the profile
+  # records) counts against the bound; this model's pairs hold under 100 KiB on top of it:
+  # 16 KiB more lets no pair through.
+  local ws bound
+  ws=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["blas_workspace_bytes"])' "$work/prof.prof/prof.0.json") ||
+    { fail "prof: no blas_workspace_bytes in $work/prof.prof/prof.0.json"; return; }
+  bound=$((ws + 16384))
   # shellcheck disable=SC2046
   wl_run free "$n" $(si_env "$work/plan.json" free) -- "${args[@]}"
   run_ok free base || return
