@@ -47,6 +47,7 @@
 #include "agree.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/membound.h"
 #include "common/status.h"
 #include "plan.h"
 #include "planner.h"
@@ -283,6 +284,30 @@ static void dh__on_warn(void *ctx, const char *msg)
     DH_INFO(PLAN, "auto: planner: %s", msg);
 }
 
+/* The plan's memory bound, as `dhelix plan` takes it: DHELIX_MAX_EXTRA_MEM when set (a
+ * percentage is of the profiles' peak, read before trimming), else the planner's default;
+ * the planner lowers it further to what the devices had free (planner.c). A value that
+ * does not parse is the runtime's to report (memacct.c): the default here. */
+static void dh__auto_bound(dh_plan_opts_t *o, double peak)
+{
+    dh_membound_t b;
+    const char *v = dh_config()->max_extra_mem;
+    if (v[0] && dh_mem_bound_parse(v, &b) == 0)
+        o->max_extra_mem_bytes = dh_mem_bound_bytes(&b, peak);
+}
+
+/* The most stream-ordered memory p's program held at once (its ops' mem summed from its
+ * first op): what a percentage bound is of. Read before trimming. */
+static double dh__auto_peak(const dh_profile_t *p)
+{
+    double at = 0, peak = 0;
+    for (size_t i = 0; i < p->nops; i++) {
+        at += (double)p->ops[i].mem;
+        peak = at > peak ? at : peak;
+    }
+    return peak;
+}
+
 /* Rank 0's answer (dh_agree_answer_fn): "P" + the plan's JSON, or "N" + why not. */
 static int dh__answer(void *ctx, const char *const *in, const size_t *inlen, int n, char **out,
                       size_t *outlen)
@@ -296,6 +321,7 @@ static int dh__answer(void *ctx, const char *const *in, const size_t *inlen, int
     int ok = prof != NULL;
     char names[8][32];
     const char *nm[8];
+    double peak = 0;
     for (int r = 0; ok && r < n; r++) {
         char name[32], ignored[8];
         snprintf(name, sizeof name, "profile of rank %d", r);
@@ -305,8 +331,11 @@ static int dh__answer(void *ctx, const char *const *in, const size_t *inlen, int
             break;
         }
         ok = dh_profile_parse(in[r], inlen[r], name, &prof[r], err, sizeof err) == DH_OK;
-        if (ok)
+        if (ok) {
+            double pk = dh__auto_peak(prof[r]);
+            peak = pk > peak ? pk : peak;
             dh_profile_trim(prof[r], 2, name, ignored, sizeof ignored);
+        }
     }
     for (int r = 0; r < 8; r++) {
         snprintf(names[r], sizeof names[r], "profile of rank %d", r);
@@ -317,6 +346,7 @@ static int dh__answer(void *ctx, const char *const *in, const size_t *inlen, int
     if (ok) {
         dh_plan_opts_t o;
         dh_plan_opts_init(&o);
+        dh__auto_bound(&o, peak);
         o.names = n <= 8 ? nm : NULL;
         o.policy = dh_config()->groups;
         o.pinned = dh__on_pinned;

@@ -65,7 +65,9 @@ static struct {
                                        period_next (counted from 0) */
     size_t period, period_next;     /* once stopped: segments per iteration, and the next
                                        segment's index (an iteration starts there) */
-} dh__pr;
+    int64_t free_min;               /* the least device memory free after an op's allocations
+                                       (cudaMemGetInfo); -1 not read */
+} dh__pr = {.free_min = -1};
 static int dh__comm_index(const void *reg)
 {
     if (!reg)
@@ -293,6 +295,14 @@ uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
         return 0;
     }
     size_t i = dh_prof_builder_nops(dh__pr.b);
+    /* What the device has free where the program holds the most: the planner keeps what
+     * pairing costs within it (DESIGN.md invariant 11). Read after allocations only, where
+     * it can have fallen. */
+    size_t freeb, total;
+    if (mem > 0 && dh_real()->cudaMemGetInfo != NULL &&
+        dh_real()->cudaMemGetInfo(&freeb, &total) == cudaSuccess &&
+        (dh__pr.free_min < 0 || (int64_t)freeb < dh__pr.free_min))
+        dh__pr.free_min = (int64_t)freeb;
     if (i >= dh__pr.max) {
         if (!dh__pr.full_warned++)
             DH_WARN(SCHED, "profile: %zu operations recorded (DHELIX_PROFILE_OPS) and no "
@@ -443,6 +453,7 @@ static void dh__header(dh_profile_t *p)
     const char *mc = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
     p->max_connections = mc && atoi(mc) > 0 ? atoi(mc) : 8;
     p->blas_ws_bytes = (int64_t)dh__ws_seen();
+    p->device_free_bytes = dh__pr.free_min;
     p->ncomms = dh__pr.ncomms;
     p->comms = dh__pr.comm_info;
     p->sync_at_end = dh__pr.stopped || dh__pr.pending_sync;

@@ -98,6 +98,9 @@ typedef struct dh_profile {
     int max_connections;            /* CUDA_DEVICE_MAX_CONNECTIONS in effect (8 when unset) */
     int64_t blas_ws_bytes;          /* the largest cuBLAS/cuBLASLt workspace the framework gave a
                                        GEMM (bytes; -1 unknown: a profile without the key) */
+    int64_t device_free_bytes;      /* the least device memory free while the profile was
+                                       recorded (after the program's allocations; bytes; -1 or
+                                       0 unknown): what pairing may cost at most there */
     int ncomms;
     dh_prof_comm_t *comms;
     size_t nops;

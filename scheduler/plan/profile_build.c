@@ -557,6 +557,8 @@ void dh__profile_header_json(dh_strbuf_t *s, const dh_profile_t *p, int version)
     dh_strbuf_printf(s, ",\n  \"max_connections\": %d,", p->max_connections);
     if (p->blas_ws_bytes >= 0)
         dh_strbuf_printf(s, " \"blas_workspace_bytes\": %lld,", (long long)p->blas_ws_bytes);
+    if (p->device_free_bytes >= 0)
+        dh_strbuf_printf(s, " \"device_free_bytes\": %lld,", (long long)p->device_free_bytes);
     dh_strbuf_puts(s, "\n  \"comms\": [");
     for (int i = 0; i < p->ncomms; i++) {
         const dh_prof_comm_t *c = &p->comms[i];

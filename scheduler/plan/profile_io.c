@@ -95,6 +95,8 @@ static dh_status_t dh__profile_fill(const dh__jr_t *r, json_t *root, int version
     p->max_connections = (int)v;
     DH_CHECK(dh__jint(r, root, NULL, "blas_workspace_bytes", 0, -1, -1, 1ll << 40, &v));
     p->blas_ws_bytes = v;
+    DH_CHECK(dh__jint(r, root, NULL, "device_free_bytes", 0, -1, -1, 1ll << 50, &v));
+    p->device_free_bytes = v;
     DH_CHECK(dh__jint(r, root, NULL, "sync_at_end", 0, 0, 0, 1, &v));
     p->sync_at_end = (int)v;
     if (p->world > 0 && p->rank >= p->world) {
