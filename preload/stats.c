@@ -80,7 +80,7 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
     DH__META_NUM("pool_fresh_allocs", mp.fresh);
     DH__META_NUM("pool_fresh_bytes", mp.fresh_bytes);
     DH__META_NUM("pool_cross_refused", mp.refused_cross);
-    /* A device the program fills (scheduler/mem/giveback.c, workspace.c). */
+    /* A device the program fills (scheduler/dispatch/giveback.c, workspace.c). */
     DH__META_NUM("mem_givebacks", st.mem_givebacks);
     DH__META_NUM("mem_giveback_failed", st.mem_giveback_failed);
     DH__META_NUM("mem_device_vetoes", st.mem_device_vetoes);

@@ -186,7 +186,7 @@ uint64_t dh__wall_ms(void);
 /* A small id of the calling thread, in order of first use (op->thread). */
 int dh__sched_thread_id(void);
 
-/* ---- mem/workspace.c: the shim's cuBLAS/cuBLASLt workspaces (strand 1's only) ---- */
+/* ---- dispatch/workspace.c: the shim's cuBLAS/cuBLASLt workspaces (strand 1's only) ---- */
 /* Bytes of workspace the shim holds now. Any thread. */
 uint64_t dh__sched_ws_bytes(void);
 /* Strand-1 BLAS ops run after strand 0 for want of a workspace, workspace allocations
@@ -210,7 +210,7 @@ void dh__ws_done(void);
  * after strand 0's). Returns the bytes freed. */
 uint64_t dh__ws_give_back(void);
 
-/* ---- mem/giveback.c ---- */
+/* ---- dispatch/giveback.c ---- */
 /* Lock held: the give_back of a mode that orders each rank's work on its own (stress,
  * profile): everything held goes out. Returns dh__s.next_seq. */
 uint64_t dh__give_back_all(void);

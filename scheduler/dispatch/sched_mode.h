@@ -107,7 +107,7 @@ typedef struct dh_mode_ops {
     /* The allocation stamp at the start of the current pair's strand-0 phase, 0 none. */
     uint64_t (*pair_stamp)(void);
 
-    /* Lock held: an allocation of the program failed (mem/giveback.c). Gives up what the
+    /* Lock held: an allocation of the program failed (dispatch/giveback.c). Gives up what the
      * mode holds of its own accord, changing no order another rank could see, and asks
      * the dispatcher for it; returns the program order the dispatcher must reach first
      * (0: nothing given up). NULL: nothing of its own to give up. */

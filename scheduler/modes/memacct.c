@@ -34,7 +34,7 @@
 #include "sched_int.h"
 #include "tracker.h"
 
-/* The shim's cuBLAS workspace (mem/workspace.c: strand 1's, of the largest size the
+/* The shim's cuBLAS workspace (dispatch/workspace.c: strand 1's, of the largest size the
  * framework gave a GEMM so far; strand 0 runs on the framework's): device memory the
  * baseline does not hold. */
 #define DH__WS_EXTRA ((double)dh__ws_seen())

@@ -73,7 +73,7 @@ static int dh__plan_over_memory(const dh_op_t *op, int64_t mem)
     return 1;
 }
 
-/* Lock held: an allocation failed (mem/giveback.c). A pair this rank has not voted on is
+/* Lock held: an allocation failed (dispatch/giveback.c). A pair this rank has not voted on is
  * given up as the memory bound gives it up: this rank says no (the caller casts it) and
  * what is held goes out in program order. A pair already agreed keeps what it holds:
  * every rank issues it alike. */

@@ -12,8 +12,8 @@
  * captured); held: the frees of groups the runtime has not released yet whose blocks no
  * allocation took back; workspaces: the shim's cuBLAS workspace for strand 1 when that
  * strand runs a GEMM, of the largest size the framework gave one (strand 0 runs on the
- * framework's own: scheduler/mem/workspace.c). The simulation walks one iteration of a section in program
- * order as the runtime does:
+ * framework's own: scheduler/dispatch/workspace.c). The simulation walks one iteration of
+ * a section in program order as the runtime does:
  *
  *   - groups are released as scheduler/modes/tracker.c releases them (dh_plan_release_marks); a
  *     group of one strand whose predecessors are all released goes out op by op; when the

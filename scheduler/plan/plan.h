@@ -29,7 +29,7 @@
 #define DH_PLAN_VERSION_FLAT 1
 #define DH_PLAN_NAME_MAX 64
 /* The cuBLAS workspace the runtime gave each strand's handle before issue 27 (now: strand 1
- * only, of the framework's size, scheduler/mem/workspace.c), what the planner assumes for a
+ * only, of the framework's size, scheduler/dispatch/workspace.c), what the planner assumes for a
  * profile that does not say the framework's size: device
  * memory the baseline does not hold, which the planner counts in a plan's extra memory. */
 #define DH_PLAN_BLAS_WS_BYTES (64u << 20)

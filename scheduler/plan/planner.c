@@ -468,7 +468,7 @@ static dh_status_t dh__section_groups(const dh__pl_t *pl, dh__sect_t *x, dh_plan
     double bound = pl->o->max_extra_mem_bytes;
     if (pl->by_device && bound >= 0 && bound < x->fixed_mem) {
         /* No room on the device for strand 1's workspace: the runtime then runs strand 1's
-         * GEMMs after strand 0's on the framework's workspace (scheduler/mem/workspace.c)
+         * GEMMs after strand 0's on the framework's workspace (scheduler/dispatch/workspace.c)
          * and pairs the rest, within what is free. The prediction still overlaps them. */
         dh__warnf(pl, "section %d: the device has no room for strand 1's cuBLAS workspace "
                       "(%.2f MiB; %.2f MiB free): its GEMMs will run after strand 0's, and "

@@ -187,7 +187,7 @@ static void test_agreement_and_cross_strand(void **state)
 }
 
 /* The workspace: strand 1's when it runs a GEMM, of the size the op says (strand 0 runs on
- * the framework's, scheduler/mem/workspace.c). */
+ * the framework's, scheduler/dispatch/workspace.c). */
 static void test_workspaces(void **state)
 {
     (void)state;

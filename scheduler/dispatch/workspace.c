@@ -1,14 +1,15 @@
 /*
  * workspace.c: the shim's own cuBLAS/cuBLASLt workspaces (DESIGN.md invariant 11, issue
- * 27; declared in sched_int.h).
+ * 27; declared in sched_int.h). The dispatcher's, with the give-back of giveback.c.
  *
  * Strand 0 runs in program order on the framework's own stream, so its BLAS ops run on the
  * workspace the framework gave them, as they would without the shim: no op of the other
  * strand touches that buffer (strand 1 runs on a workspace of its own, or after strand 0,
  * below). The shim needs a workspace only for strand 1, and only once a strand-1 BLAS op is
  * replayed, which is when pairing needs it. It is allocated then, of the largest size the
- * framework gave a BLAS op so far (dh__ws_note), and only when the device has it free beside what the program will still
- * take up to its peak so far (the program-order count of memacct.c): a workspace that
+ * framework gave a BLAS op so far (dh__ws_note), and only when the device has it free
+ * beside what the program will still take up to its peak so far (the program-order count
+ * of modes/memacct.c): a workspace that
  * pushed the program past the device would have to come back at the program's next failed
  * allocation anyway (giveback.c).
  *
@@ -60,7 +61,10 @@ void dh__ws_note(const dh_op_t *op)
 
 uint64_t dh__ws_seen(void) { return atomic_load_explicit(&dh__ws_max, memory_order_relaxed); }
 
-uint64_t dh__sched_ws_bytes(void) { return atomic_load_explicit(&dh__ws_now, memory_order_relaxed); }
+uint64_t dh__sched_ws_bytes(void)
+{
+    return atomic_load_explicit(&dh__ws_now, memory_order_relaxed);
+}
 
 void dh__ws_stats(uint64_t *serialised, uint64_t *refused, uint64_t *peak)
 {
