@@ -9,7 +9,8 @@
 #   - README.md holds at most 300 lines, and every relative link in README.md, docs/*.md and
 #     the Markdown files of the source folders names a file (or folder) that exists, and
 #     every anchor such a link names (#section, in the page itself or another Markdown file)
-#     is a heading there (GitHub's anchors).
+#     is a heading there (GitHub's anchors); a source path such a file names in inline code
+#     (`scheduler/modes/tracker.c`) exists.
 # Prints every violation and exits 1 if there is one.
 set -u
 root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -100,6 +101,13 @@ for md in "${mds[@]}"; do
     case "$file" in *.md) ;; *) continue ;; esac
     has_anchor "$file" "$anchor" || fail "$md links to $target: $file has no heading with that anchor"
   done < <(links "$md")
+  # Source paths named in inline code (`scheduler/modes/tracker.c`), from the repository's
+  # root, must exist too: a file that moved leaves no stale name behind in the docs.
+  while read -r path; do
+    [ -e "$path" ] || fail "$md names $path, which does not exist"
+  done < <(awk '/^(```|~~~)/ { fence = !fence; next } !fence { print }' "$md" |
+             grep -o '`[^`]*`' | tr -d '`' |
+             grep -E '^(preload|nccl_wrap|scheduler|tests|scripts|docs|cmake)/[A-Za-z0-9_./-]*$')
 done
 [ "$bad" -eq 0 ] && echo "docs.layout: scheduler/ layers, README.md and the links in docs/ hold"
 exit "$bad"
