@@ -22,6 +22,7 @@ mkdir -p "$WORK/run"
 export PIP_CACHE_DIR=$build/wheel/pip-cache PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 # A broken network fails fast rather than after pip's default retries.
 export PIP_DEFAULT_TIMEOUT=${PIP_DEFAULT_TIMEOUT:-20} PIP_RETRIES=${PIP_RETRIES:-1}
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 
 t0=$SECONDS
 if ! python3 -m pip wheel "$src" --no-deps -w "$WORK/dist" \
@@ -61,8 +62,7 @@ grep -qx "DHELIX_PLAN_CACHE=$WORK/cache" "$WORK/env.txt" || fail "--cache did no
 set +e
 "$dh" run -- sh -c 'exit 3'
 rc=$?
-"$dh" run -- sh -c 'kill -TERM $$'
-sig=$?
+sig=$(exec 2>/dev/null; "$dh" run -- sh -c 'kill -TERM $$'; echo $?) # no "Terminated" line
 "$dh" run --plan "$WORK/no-such-plan.json" -- true 2>"$WORK/noplan.err"
 bad=$?
 set -e
