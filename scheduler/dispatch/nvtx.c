@@ -41,7 +41,7 @@ static void dh__nvtx_init(void)
 
 static int dh__on(void)
 {
-    int on = atomic_load_explicit(&dh__nvtx_on, memory_order_relaxed);
+    int on = atomic_load_explicit(&dh__nvtx_on, memory_order_acquire); /* then the domain */
     if (on < 0) {
         pthread_once(&dh__nvtx_once, dh__nvtx_init);
         on = atomic_load(&dh__nvtx_on);
