@@ -76,12 +76,19 @@ static int dh__plan_over_memory(const dh_op_t *op, int64_t mem)
 /* Lock held: an allocation failed (dispatch/giveback.c). A pair this rank has not voted on is
  * given up as the memory bound gives it up: this rank says no (the caller casts it) and
  * what is held goes out in program order. A pair already agreed keeps what it holds:
- * every rank issues it alike. */
+ * every rank issues it alike (a failure that only that memory would have avoided reaches
+ * the program). A job of one rank issues everything held. */
 static uint64_t dh__plan_give_back(void)
 {
+    uint64_t target = dh__s.next_seq;
+    if (!dh_agree_needed()) {
+        /* One rank: no other rank's order to keep. What is held goes out as a kick of the
+         * dispatcher would issue it (each group in the plan's order), its frees with it. */
+        dh__flush_to(target);
+        return target;
+    }
     if (!dh_tracker_pairing())
         return 0;
-    uint64_t target = dh__s.next_seq;
     dh__s.stats.mem_device_vetoes++;
     dh_tracker_drain(DH_UNPAIRED_MEM_DEVICE);
     if (dh_tracker_seq_due())

@@ -295,14 +295,17 @@ uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
         return 0;
     }
     size_t i = dh_prof_builder_nops(dh__pr.b);
-    /* What the device has free where the program holds the most: the planner keeps what
+    /* What the device has free where the program holds the most: the plan keeps what
      * pairing costs within it (DESIGN.md invariant 11). Read after allocations only, where
-     * it can have fallen. */
+     * it can have fallen; the frees captured and not issued yet count as free (the
+     * dispatcher runs behind the program: without the shim they would have been). */
     size_t freeb, total;
     if (mem > 0 && dh_real()->cudaMemGetInfo != NULL &&
-        dh_real()->cudaMemGetInfo(&freeb, &total) == cudaSuccess &&
-        (dh__pr.free_min < 0 || (int64_t)freeb < dh__pr.free_min))
-        dh__pr.free_min = (int64_t)freeb;
+        dh_real()->cudaMemGetInfo(&freeb, &total) == cudaSuccess) {
+        int64_t f = (int64_t)freeb + (int64_t)dh__s.held_free_bytes;
+        if (dh__pr.free_min < 0 || f < dh__pr.free_min)
+            dh__pr.free_min = f;
+    }
     if (i >= dh__pr.max) {
         if (!dh__pr.full_warned++)
             DH_WARN(SCHED, "profile: %zu operations recorded (DHELIX_PROFILE_OPS) and no "
