@@ -38,7 +38,7 @@
 
 #include "agree.h"
 
-static int g_rank, g_n, g_bad;
+static int g_rank, g_n, g_bad, g_said;
 static double *g_t;   /* shared: [rank][round][2] enter, leave (ms) */
 static double *g_cpu; /* shared: [rank] CPU time of the rounds (ms), its relay thread's too */
 static int g_k;
@@ -57,7 +57,9 @@ static double now_ms(void)
 
 static void expect(const char *what, long j, long got, long want)
 {
-    if (got != want) {
+    if (got != want && g_said++ >= 3) {
+        g_bad = 1;
+    } else if (got != want) {
         fprintf(stderr, "rank %d: %s (round %ld): got %ld, want %ld\n", g_rank, what, j, got,
                 want);
         g_bad = 1;

@@ -151,6 +151,26 @@ typedef struct vg_rdv_ops {
     int (*poll)(vg_op_t *op, double *t_start);
 } vg_rdv_ops_t;
 
+/* A rendezvous op waiting at the head of a hardware queue for its peers (posted, not yet
+ * matched), which holds every op behind it: what a deadlock detector needs (nccl). behind:
+ * the first rendezvous ops queued after it on that queue, in order. */
+#define VG_HEAD_BEHIND 8
+typedef struct vg_rdv_head {
+    vg_op_t *op;
+    int dev, queue;
+    int nbehind;
+    vg_op_t *behind[VG_HEAD_BEHIND];
+} vg_rdv_head_t;
+/* Device lock held (a rendezvous callback holds it). Fills heads[0..max) with the waiting
+ * rendezvous heads of every device, in (device, queue) order, and returns how many there
+ * are (at most max). *every_queue: 1 when each hardware queue of every device that holds
+ * one of them has such a head (a rendezvous op issued later on those devices can only
+ * queue behind one). */
+VG_API int vg_rdv_heads(vg_rdv_head_t *heads, int max, int *every_queue);
+/* Device lock held. Ops issued plus ops completed by this process so far: unchanged while
+ * nothing of its device work moves. */
+VG_API uint64_t vg_progress_count(void);
+
 #define VG_OP_INLINE_RANGES 6
 
 struct vg_op {
