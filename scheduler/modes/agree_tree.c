@@ -659,7 +659,8 @@ static void *dh__node_main(void *arg)
     return NULL;
 }
 
-/* A relay, before its loop: registers with rank 0 and connects to its parent. */
+/* A relay, before its loop starts: registers with rank 0 and connects to its parent; the
+ * link, or -1. */
 static int dh__relay_join(const char *host, int port, int myport)
 {
     int resolved;
@@ -688,25 +689,6 @@ static int dh__relay_join(const char *host, int port, int myport)
     if (fd >= 0)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     return fd;
-}
-
-typedef struct {
-    char host[256];
-    int port, myport;
-} dh__join_t;
-
-static void *dh__relay_main(void *arg)
-{
-    dh__join_t *j = arg;
-    dh__nd.up = dh__relay_join(j->host, j->port, j->myport);
-    free(j);
-    if (dh__nd.up < 0) {
-        DH_WARN(SCHED, "agreement channel: rank %d could not join its parent in time",
-                dh__nd.rank);
-        dh__node_break();
-        return NULL;
-    }
-    return dh__node_main(NULL);
 }
 
 /* A leaf: registers with rank 0 and connects to its parent; the link, or -1. */
@@ -823,22 +805,16 @@ int dh__agree_tree_open(const char *host, int port, int rank, int size, uint64_t
     if (rank != 0 && getsockname(ls, (struct sockaddr *)&a, &al) == 0)
         myport = ntohs(a.sin_port);
     int vfd = dh__node_init(rank, size, mask, deadline, ls);
-    dh__join_t *j = rank != 0 ? malloc(sizeof *j) : NULL;
-    if (vfd < 0 || (rank != 0 && !j)) {
-        free(j);
+    if (vfd >= 0 && rank != 0) {
+        /* Joined before the first vote, as a leaf is: the opening is what may take twice the
+         * timeout, the round itself has its own. Children queue in the backlog meanwhile. */
+        dh__nd.up = dh__relay_join(host, port, myport);
+        if (dh__nd.up < 0)
+            DH_WARN(SCHED, "agreement channel: rank %d could not join its parent in time", rank);
+    }
+    if (vfd < 0 || (rank != 0 && dh__nd.up < 0) || dh__start(dh__node_main, NULL) != 0) {
         if (vfd >= 0)
             close(vfd);
-        dh__node_break();
-        return -1;
-    }
-    if (j) {
-        snprintf(j->host, sizeof j->host, "%s", host);
-        j->port = port;
-        j->myport = myport;
-    }
-    if (dh__start(rank == 0 ? dh__node_main : dh__relay_main, j) != 0) {
-        free(j);
-        close(vfd);
         dh__node_break();
         return -1;
     }
