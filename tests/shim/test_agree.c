@@ -123,6 +123,7 @@ static int job(const char *name, int n, int timeout_ms, void (*fn)(void))
     int done[2], release[2];
     if (pipe(done) != 0 || pipe(release) != 0)
         return 1;
+    fflush(stdout); /* or every rank prints what the parent printed so far again */
     for (int r = 0; r < n; r++) {
         if ((pid[r] = fork()) == 0) {
             close(done[0]);

@@ -198,6 +198,7 @@ int main(int argc, char **argv)
         setenv("DHELIX_LOG", "error", 1);
     double t0 = now_ms();
     int forked = 0;
+    fflush(stdout);
     for (int r = 0; r < g_n; r++, forked++) {
         if ((pid[r] = fork()) == 0) {
             close(done[0]);
