@@ -659,51 +659,20 @@ static void *dh__node_main(void *arg)
     return NULL;
 }
 
-/* A relay, before its loop starts: registers with rank 0 and connects to its parent; the
- * link, or -1. */
-static int dh__relay_join(const char *host, int port, int myport)
+/* Registers rank with rank 0 (myport: where it listens for children, 0 for a leaf) and
+ * connects to its parent, before deadline; the link, or -1. A child of rank 0 keeps the
+ * registration's connection; any other rank says hello (rank, 0) to its parent. */
+static int dh__join(const char *host, int port, int rank, int myport, uint64_t deadline)
 {
-    int resolved;
-    int fd = dh__agree_connect(host, port, dh__nd.deadline, &resolved);
-    uint64_t m[2] = {DH__REG | (uint64_t)dh__nd.rank, (uint64_t)myport};
-    if (fd < 0 || dh__agree_send_all(fd, m, sizeof m) < 0 ||
-        dh__agree_recv_all(fd, m, sizeof m, dh__nd.deadline) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (m[0] == 0 && m[1] == 0)
-        return fd; /* a child of rank 0: this is the link */
-    close(fd);
-    char ip[INET_ADDRSTRLEN];
-    struct in_addr a = {.s_addr = (uint32_t)m[0]};
-    inet_ntop(AF_INET, &a, ip, sizeof ip);
-    fd = dh__agree_connect(ip, (int)m[1], dh__nd.deadline, &resolved);
-    uint64_t hello[2] = {(uint64_t)dh__nd.rank, 0};
-    if (fd >= 0 && dh__agree_send_all(fd, hello, sizeof hello) < 0) {
+    int resolved, one = 1;
+    int fd = dh__agree_connect(host, port, deadline, &resolved);
+    uint64_t m[2] = {DH__REG | (uint64_t)rank, (uint64_t)myport};
+    if (fd >= 0 && (dh__agree_send_all(fd, m, sizeof m) < 0 ||
+                    dh__agree_recv_all(fd, m, sizeof m, deadline) < 0)) {
         close(fd);
         fd = -1;
     }
-    if (fd >= 0)
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return fd;
-}
-
-/* A leaf: registers with rank 0 and connects to its parent; the link, or -1. */
-static int dh__leaf_open(const char *host, int port, int rank, uint64_t mask, uint64_t deadline)
-{
-    int resolved;
-    int fd = dh__agree_connect(host, port, deadline, &resolved);
-    uint64_t m[2] = {DH__REG | (uint64_t)rank, 0};
-    if (fd < 0 || dh__agree_send_all(fd, m, sizeof m) < 0 ||
-        dh__agree_recv_all(fd, m, sizeof m, deadline) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
-    }
-    if (m[0] != 0 || m[1] != 0) {
+    if (fd >= 0 && (m[0] != 0 || m[1] != 0)) {
         close(fd);
         char ip[INET_ADDRSTRLEN];
         struct in_addr a = {.s_addr = (uint32_t)m[0]};
@@ -712,17 +681,23 @@ static int dh__leaf_open(const char *host, int port, int rank, uint64_t mask, ui
         uint64_t hello[2] = {(uint64_t)rank, 0};
         if (fd >= 0 && dh__agree_send_all(fd, hello, sizeof hello) < 0) {
             close(fd);
-            return -1;
+            fd = -1;
         }
     }
+    if (fd >= 0)
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return fd;
+}
+
+/* A leaf: joins, then tells its parent its pair bits; the link, or -1. */
+static int dh__leaf_open(const char *host, int port, int rank, uint64_t mask, uint64_t deadline)
+{
+    int fd = dh__join(host, port, rank, 0, deadline);
     uint64_t mm[2] = {DH__MASK, mask};
-    if (fd < 0 || dh__agree_send_all(fd, mm, sizeof mm) < 0) {
-        if (fd >= 0)
-            close(fd);
-        return -1;
+    if (fd >= 0 && dh__agree_send_all(fd, mm, sizeof mm) < 0) {
+        close(fd);
+        fd = -1;
     }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     return fd;
 }
 
@@ -808,7 +783,7 @@ int dh__agree_tree_open(const char *host, int port, int rank, int size, uint64_t
     if (vfd >= 0 && rank != 0) {
         /* Joined before the first vote, as a leaf is: the opening is what may take twice the
          * timeout, the round itself has its own. Children queue in the backlog meanwhile. */
-        dh__nd.up = dh__relay_join(host, port, myport);
+        dh__nd.up = dh__join(host, port, rank, myport, deadline);
         if (dh__nd.up < 0)
             DH_WARN(SCHED, "agreement channel: rank %d could not join its parent in time", rank);
     }
