@@ -269,5 +269,8 @@ int main(int argc, char **argv)
                "\"latency_p90_ms\": %.3f, \"period_ms\": %.3f, \"cpu_busiest_ms\": %.3f, "
                "\"cpu_all_ms\": %.3f}\n",
                g_n, g_k, bad ? "false" : "true", med, p90, period, cpu_max / g_k, cpu_sum / g_k);
+    free(pid);
+    munmap(g_t, tbytes);
+    munmap(g_cpu, (size_t)g_n * sizeof *g_cpu);
     return bad;
 }
