@@ -191,7 +191,11 @@ static int dl_attach(void)
         free(g_dl.copy);
         return -1;
     }
-    __atomic_add_fetch(&h->attached, 1, __ATOMIC_ACQ_REL);
+    /* The last rank to come unlinks the name (everyone has it mapped), so that a job whose
+     * ranks end without their exit handlers (_exit, a signal) leaves nothing behind; else
+     * the last to leave does. */
+    if (__atomic_add_fetch(&h->attached, 1, __ATOMIC_ACQ_REL) == (uint32_t)g_dl.size)
+        shm_unlink(g_dl.name);
     g_dl.hdr = h;
     g_dl.doom = (dl_doom_t *)((char *)g_dl.base + sizeof(dl_hdr_t));
     g_dl.slot = (dl_slot_t *)(g_dl.doom + (size_t)g_dl.size * DL_DOOM);
