@@ -165,6 +165,24 @@ DH_HOOK_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t
     return rc;
 }
 
+/* The other doors into graph capture (hook_list.h DH_HOOKS_CUDART_GRAPHCAP). */
+DH_WRAP_CAPTURE_BEGIN(CUDART, cudaError_t, cudaStreamBeginCapture_ptsz,
+                      (cudaStream_t stream, enum cudaStreamCaptureMode mode), (stream, mode))
+DH_WRAP_CAPTURE_BEGIN(CUDART, cudaError_t, cudaStreamBeginCaptureToGraph,
+                      (cudaStream_t stream, cudaGraph_t graph,
+                       const cudaGraphNode_t *dependencies,
+                       const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                       enum cudaStreamCaptureMode mode),
+                      (stream, graph, dependencies, dependencyData, numDependencies, mode))
+DH_WRAP_CAPTURE_BEGIN(CUDART, cudaError_t, cudaStreamBeginCaptureToGraph_ptsz,
+                      (cudaStream_t stream, cudaGraph_t graph,
+                       const cudaGraphNode_t *dependencies,
+                       const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                       enum cudaStreamCaptureMode mode),
+                      (stream, graph, dependencies, dependencyData, numDependencies, mode))
+DH_WRAP_CAPTURE_END(CUDART, cudaError_t, cudaStreamEndCapture_ptsz,
+                    (cudaStream_t stream, cudaGraph_t *pGraph), (stream, pGraph))
+
 /* Destroying an event whose record is queued destroys it once that record is issued
  * (scheduler.h, dh_sched_event_destroy_later); otherwise now, and the event's bookkeeping
  * goes (a new event may get the same handle). */

@@ -12,7 +12,8 @@ add_executable(shim_coverage ${_cov_dir}/coverage.c ${_cov_dir}/coverage_dev.c
                ${_cov_dir}/coverage_sync.c)
 target_include_directories(shim_coverage PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include
                            ${PROJECT_SOURCE_DIR}/preload)
-target_link_libraries(shim_coverage PRIVATE dh::real_cuda Threads::Threads ${CMAKE_DL_LIBS} m)
+target_link_libraries(shim_coverage PRIVATE dh::real_cuda dh::entry_list Threads::Threads
+                      ${CMAKE_DL_LIBS} m)
 
 # The drivers run without the shim and start the program under each configuration.
 foreach(t coverage breaks)

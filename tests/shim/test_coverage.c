@@ -187,6 +187,20 @@ static const char *exempt(const char *api)
                                    "cudaErrorNotSupported)"},
         {"cudaStreamEndCapture", "the vgpu does not model CUDA graphs"},
         {"ncclCommRevoke", "the vgpu does not support it (it answers ncclInvalidUsage)"},
+        /* The other doors into graph capture and the per-thread entry-point queries: the
+         * vgpu exports none of them (shim.preload calls each against the real runtime). */
+        {"cudaStreamBeginCapture_ptsz", "the vgpu does not model CUDA graphs"},
+        {"cudaStreamBeginCaptureToGraph", "the vgpu does not model CUDA graphs"},
+        {"cudaStreamBeginCaptureToGraph_ptsz", "the vgpu does not model CUDA graphs"},
+        {"cudaStreamEndCapture_ptsz", "the vgpu does not model CUDA graphs"},
+        {"cuStreamBeginCapture_v2", "the vgpu does not model CUDA graphs"},
+        {"cuStreamBeginCapture_v2_ptsz", "the vgpu does not model CUDA graphs"},
+        {"cuStreamBeginCaptureToGraph", "the vgpu does not model CUDA graphs"},
+        {"cuStreamBeginCaptureToGraph_ptsz", "the vgpu does not model CUDA graphs"},
+        {"cuStreamEndCapture", "the vgpu does not model CUDA graphs"},
+        {"cuStreamEndCapture_ptsz", "the vgpu does not model CUDA graphs"},
+        {"cudaGetDriverEntryPoint_ptsz", "the vgpu does not export the per-thread form"},
+        {"cudaGetDriverEntryPointByVersion_ptsz", "the vgpu does not export the per-thread form"},
     };
     for (size_t i = 0; api && i < sizeof(list) / sizeof(list[0]); i++)
         if (strcmp(api, list[i][0]) == 0)
