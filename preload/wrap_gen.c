@@ -11,6 +11,7 @@
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 
+#include "breaks.h"
 #include "entry_protos.h"
 #include "wrap.h"
 #include "wrap_gen.h"
@@ -18,8 +19,11 @@
 /* Deprecated entry points are still exported and still called. */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
-#define DH_GEN_DRAIN(lib, ret, name, params, args) \
-    DH_WRAP_DRAIN(lib, ret, name, params, args, DH_DRAIN_UNCAPTURABLE, 0, 1)
+/* The test break drain_generated (breaks.h) skips the drain: shim.breaks proves the
+ * coverage program then fails. */
+#define DH_GEN_DRAIN(lib, ret, name, params, args)                                         \
+    DH_WRAP_DRAIN(lib, ret, name, params, args, DH_DRAIN_UNCAPTURABLE,                    \
+                  dh_break(DH_BREAK_DRAIN_GENERATED), 1)
 
 DH_HOOKS_GEN(DH_GEN_DRAIN)
 
@@ -27,7 +31,8 @@ int dh__gen_drain(void)
 {
     if (!dh__may_defer())
         return 0;
-    dh_sched_drain(DH_DRAIN_UNCAPTURABLE);
+    if (!dh_break(DH_BREAK_DRAIN_GENERATED))
+        dh_sched_drain(DH_DRAIN_UNCAPTURABLE);
     return 1;
 }
 

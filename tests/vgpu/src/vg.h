@@ -164,6 +164,10 @@ struct vg_op {
     uint64_t bytes;           /* bytes moved, for counters (copies, communication) */
     vg_op_fn exec;            /* functional effect at start; skipped in timing-only mode
                                  unless exec_always */
+    vg_op_fn resolve;         /* at start, before the hazard and memory checks: declares
+                                 the ranges only known when the op runs (the matrices a
+                                 batched GEMM's device pointer arrays hold then); may be
+                                 NULL; skipped in timing-only mode */
     int exec_always;
     int skip_mem_check;       /* ranges need not be live at start (a free's own block) */
     vg_op_fn release;         /* frees payload when the op is destroyed (may be NULL) */
@@ -194,6 +198,9 @@ VG_API vg_op_t *vg_op_new(const char *api, vg_class_t cls);
 VG_API void vg_op_add_range(vg_op_t *op, const void *p, size_t len, int write);
 /* Allocates a zeroed payload of n bytes owned by the op (freed with it). */
 VG_API void *vg_op_payload(vg_op_t *op, size_t n);
+/* From an op's exec (device lock held): the op failed on the device, which takes the sticky
+ * error err as after a kernel fault (every later synchronising call reports it). */
+VG_API void vg_op_fail(vg_op_t *op, cudaError_t err);
 /* Frees an op that was never submitted. */
 VG_API void vg_op_discard(vg_op_t *op);
 

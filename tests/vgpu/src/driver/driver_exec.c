@@ -278,7 +278,17 @@ VG_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) { return c
     X(cuLaunchKernel, cuLaunchKernel, cuLaunchKernel_ptsz)                                \
     X(cuLaunchKernelEx, cuLaunchKernelEx, cuLaunchKernelEx_ptsz)                          \
     X(cuLaunchHostFunc, cuLaunchHostFunc, 0)                                              \
+    X(cuStreamWriteValue32, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz)        \
+    X(cuStreamWriteValue64, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz)        \
+    X(cuStreamWaitValue32, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2_ptsz)           \
+    X(cuStreamWaitValue64, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2_ptsz)           \
     X(cuGetProcAddress, cuGetProcAddress_v2, 0)
+
+/* Stream memory operations (driver_memop.c). */
+CUresult cuStreamWriteValue32_v2_ptsz(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+CUresult cuStreamWriteValue64_v2_ptsz(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+CUresult cuStreamWaitValue32_v2_ptsz(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+CUresult cuStreamWaitValue64_v2_ptsz(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 
 static const struct {
     const char *name;
