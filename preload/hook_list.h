@@ -75,7 +75,9 @@
     X(CUDART, cudaError_t, cudaStreamEndCapture, (cudaStream_t stream, cudaGraph_t *pGraph), \
       (stream, pGraph))                                                                     \
     X(CUDART, cudaError_t, cudaEventDestroy, (cudaEvent_t event), (event))                  \
-    X(CUDART, cudaError_t, cudaStreamDestroy, (cudaStream_t stream), (stream))
+    X(CUDART, cudaError_t, cudaStreamDestroy, (cudaStream_t stream), (stream))              \
+    X(CUDART, cudaError_t, cudaGraphLaunch, (cudaGraphExec_t graphExec, cudaStream_t stream), \
+      (graphExec, stream))
 
 #define DH_HOOKS_CUDART_SYNC(X)                                                             \
     X(CUDART, cudaError_t, cudaStreamSynchronize, (cudaStream_t stream), (stream))          \
@@ -406,7 +408,9 @@
       (symbol, pfn, cudaVersion, flags, symbolStatus))                                      \
     X(CUDA, CUresult, cuGetProcAddress,                                                     \
       (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags),                  \
-      (symbol, pfn, cudaVersion, flags))
+      (symbol, pfn, cudaVersion, flags))                                                    \
+    X(CUDA, CUresult, cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream),            \
+      (hGraphExec, hStream))
 
 #define DH_HOOKS_CUDA_SYNC(X)                                                               \
     X(CUDA, CUresult, cuStreamSynchronize, (CUstream s), (s))                               \

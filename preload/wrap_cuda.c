@@ -188,6 +188,12 @@ static dh_status_t dh__capture_ex(dh_op_t **op, const CUlaunchConfig *config, CU
 DH_CU_LAUNCH_EX(cuLaunchKernelEx, 0)
 DH_CU_LAUNCH_EX(cuLaunchKernelEx_ptsz, 1)
 
+/* A graph launch through the driver: as cudaGraphLaunch (wrap_cudart.c). */
+DH_WRAP_CAPTURE(CUDA, CUresult, cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream),
+                (hGraphExec, hStream),
+                dh_op_capture_graph_launch(&op_, (void *)hGraphExec, (cudaStream_t)hStream, 1),
+                CUDA_SUCCESS)
+
 /* ---- waits and uncaptured work: drain, then forward ---- */
 
 #define DH_CU_SYNC(lib, ret, name, params, args) \

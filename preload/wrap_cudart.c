@@ -65,6 +65,12 @@ DH_CAPTURE_WRAPPER(cudaError_t, cudaStreamWaitEvent,
                    (cudaStream_t stream, cudaEvent_t event, unsigned int flags),
                    (stream, event, flags), dh_op_capture_event_wait(&op_, stream, event, flags))
 
+/* A graph launch: deferred as a barrier of whatever it may touch (op_graph.c); the first
+ * launch of each executable graph is forwarded, so a bad handle fails at the call. */
+DH_CAPTURE_WRAPPER(cudaError_t, cudaGraphLaunch, (cudaGraphExec_t graphExec, cudaStream_t stream),
+                   (graphExec, stream),
+                   dh_op_capture_graph_launch(&op_, (void *)graphExec, stream, 0))
+
 /* A deferred free carries the block's size for the deferred-bytes limit. */
 static dh_status_t dh__capture_free(dh_op_t **op, void *p, cudaStream_t s)
 {

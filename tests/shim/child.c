@@ -161,6 +161,7 @@ static void calls_runtime(void)
     (void)cudaGetDriverEntryPoint_ptsz("cuStreamQuery", &entry, cudaEnableDefault, NULL);
     (void)cudaGetDriverEntryPointByVersion_ptsz("cuStreamQuery", &entry, 13000,
                                                 cudaEnableDefault, NULL);
+    (void)cudaGraphLaunch(NULL, s);
     (void)cudaDeviceReset();
 }
 
@@ -313,6 +314,7 @@ static void calls_driver(void)
                  CU_STREAM_CAPTURE_MODE_GLOBAL);
     CALL_BY_NAME(cuStreamEndCapture, NULL, &graph);
     CALL_BY_NAME(cuStreamEndCapture_ptsz, NULL, &graph);
+    CALL_BY_NAME(cuGraphLaunch, NULL, NULL);
 }
 
 /* A NULL communicator: NCCL answers ncclInvalidArgument and does nothing. Every entry point

@@ -4,7 +4,8 @@
  * with a host and a device result), stream memory operations (cuStreamWriteValue32/64,
  * cuStreamWaitValue32/64), 3D copies, copies to and from a __device__ variable, and a
  * pointer-array batched GEMM whose arrays an asynchronous copy fills just before the call
- * (NVIDIA's gemmBatched sample). Each is called once per iteration on data that a kernel or
+ * (NVIDIA's gemmBatched sample); and CUDA graphs (captured once, launched through the
+ * runtime and the driver: a deferred kind of its own, ordered as a barrier). Each is called once per iteration on data that a kernel or
  * memset queued just before it wrote, so a shim that let the call run ahead of that work
  * would read stale bytes (or, for a wait, find its condition unmet: the vgpu then fails the
  * device), and the output would differ. See coverage.h.
@@ -168,6 +169,56 @@ static int batched(cublasHandle_t h, cudaStream_t s, void *ws, size_t ws_size, c
     return E * E;
 }
 
+/* Two executable graphs, captured once on a stream of their own: through the runtime (a
+ * kernel, a copy, a second kernel) and through the driver (one kernel). While a capture is
+ * under way the shim passes everything through. */
+enum { GN = 64 };
+static struct {
+    cudaStream_t s;
+    float *src, *dst;             /* src: GN floats; dst: 2 * GN */
+    cudaGraphExec_t rt;
+    CUgraphExec drv;
+} GR;
+
+static void graphs_setup(void)
+{
+    if (GR.s)
+        return;
+    CK_RT(cudaStreamCreateWithFlags(&GR.s, cudaStreamNonBlocking));
+    GR.src = cov_dev_alloc(GN);
+    GR.dst = cov_dev_alloc(2 * GN);
+    cudaGraph_t g;
+    CK_RT(cudaStreamBeginCapture(GR.s, cudaStreamCaptureModeThreadLocal));
+    cov_launch(L_RT, K_SCALE, GR.s, GR.dst, GR.src, 2.0, GN);
+    CK_RT(cudaMemcpyAsync(GR.dst + GN, GR.src, GN * sizeof(float), cudaMemcpyDeviceToDevice,
+                          GR.s));
+    cov_launch(L_RT, K_ADD, GR.s, GR.dst, GR.dst + GN, GN);
+    CK_RT(cudaStreamEndCapture(GR.s, &g));
+    CK_RT(cudaGraphInstantiate(&GR.rt, g, 0));
+    CK_RT(cudaGraphDestroy(g)); /* the executable graph keeps what it needs */
+    CUgraph dg;
+    CK_CU(DRV(cuStreamBeginCapture_v2)((CUstream)GR.s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+    cov_launch(L_RT, K_SCALE, GR.s, GR.dst + GN, GR.dst, -0.5, GN);
+    CK_CU(DRV(cuStreamEndCapture)((CUstream)GR.s, &dg));
+    CK_CU(DRV(cuGraphInstantiateWithFlags)(&GR.drv, dg, 0));
+    CK_CU(DRV(cuGraphDestroy)(dg));
+}
+
+/* Graph launches on s between kernels queued just before and after them. */
+static int graphs(cudaStream_t s, const float *w, float *tmp, float *out)
+{
+    graphs_setup();
+    cov_launch(L_RT, K_SCALE, s, GR.src, w, 0.5, GN);
+    CK_RT(cudaGraphLaunch(GR.rt, s));
+    cov_launch(L_RT, K_SCALE, s, tmp, GR.dst, -1.0, 2 * GN);
+    cov_launch(L_RT, K_SCALE, s, GR.src, w + GN, 0.25, GN);
+    CK_RT(cudaGraphLaunch(GR.rt, s));
+    CK_CU(DRV(cuGraphLaunch)(GR.drv, (CUstream)s));
+    cov_launch(L_RT, K_ADD, s, tmp, GR.dst, 2 * GN);
+    CK_RT(cudaMemcpyAsync(out, tmp + GN - 8, 16 * sizeof(float), cudaMemcpyDeviceToHost, s));
+    return 16;
+}
+
 void cov_entry_extra(cublasHandle_t h, cudaStream_t s, void *ws, size_t ws_size,
                      const float *w, float *out)
 {
@@ -182,6 +233,7 @@ void cov_entry_extra(cublasHandle_t h, cudaStream_t s, void *ws, size_t ws_size,
     o += copy3d(s, w, buf + 256, buf + 320, out + o);
     o += symbol(s, w, buf + 400, out + o);
     o += batched(h, s, ws, ws_size, w, buf + 600, parr, out + o);
+    o += graphs(s, w, buf + 700, out + o);
     if (o > COV_ENTRY_OUT)
         cov_die(__LINE__, "cov_entry_extra wrote %d floats, room for %d", o, COV_ENTRY_OUT);
     CK_RT(cudaStreamSynchronize(s));

@@ -183,22 +183,18 @@ static void test_passthrough_is_exact(void **state)
 static const char *exempt(const char *api)
 {
     static const char *const list[][2] = {
-        {"cudaStreamBeginCapture", "the vgpu does not model CUDA graphs (it answers "
-                                   "cudaErrorNotSupported)"},
-        {"cudaStreamEndCapture", "the vgpu does not model CUDA graphs"},
         {"ncclCommRevoke", "the vgpu does not support it (it answers ncclInvalidUsage)"},
-        /* The other doors into graph capture and the per-thread entry-point queries: the
-         * vgpu exports none of them (shim.preload calls each against the real runtime). */
-        {"cudaStreamBeginCapture_ptsz", "the vgpu does not model CUDA graphs"},
-        {"cudaStreamBeginCaptureToGraph", "the vgpu does not model CUDA graphs"},
-        {"cudaStreamBeginCaptureToGraph_ptsz", "the vgpu does not model CUDA graphs"},
-        {"cudaStreamEndCapture_ptsz", "the vgpu does not model CUDA graphs"},
-        {"cuStreamBeginCapture_v2", "the vgpu does not model CUDA graphs"},
-        {"cuStreamBeginCapture_v2_ptsz", "the vgpu does not model CUDA graphs"},
-        {"cuStreamBeginCaptureToGraph", "the vgpu does not model CUDA graphs"},
-        {"cuStreamBeginCaptureToGraph_ptsz", "the vgpu does not model CUDA graphs"},
-        {"cuStreamEndCapture", "the vgpu does not model CUDA graphs"},
-        {"cuStreamEndCapture_ptsz", "the vgpu does not model CUDA graphs"},
+        /* The other doors into graph capture (the vgpu models capture through
+         * cudaStreamBeginCapture and cuStreamBeginCapture_v2 only) and the per-thread
+         * entry-point queries: shim.preload calls each against the real runtime. */
+        {"cudaStreamBeginCapture_ptsz", "the vgpu models one door into capture per API"},
+        {"cudaStreamBeginCaptureToGraph", "the vgpu models one door into capture per API"},
+        {"cudaStreamBeginCaptureToGraph_ptsz", "the vgpu models one door into capture per API"},
+        {"cudaStreamEndCapture_ptsz", "the vgpu models one door into capture per API"},
+        {"cuStreamBeginCapture_v2_ptsz", "the vgpu models one door into capture per API"},
+        {"cuStreamBeginCaptureToGraph", "the vgpu models one door into capture per API"},
+        {"cuStreamBeginCaptureToGraph_ptsz", "the vgpu models one door into capture per API"},
+        {"cuStreamEndCapture_ptsz", "the vgpu models one door into capture per API"},
         {"cudaGetDriverEntryPoint_ptsz", "the vgpu does not export the per-thread form"},
         {"cudaGetDriverEntryPointByVersion_ptsz", "the vgpu does not export the per-thread form"},
     };

@@ -285,7 +285,8 @@ static const char *const rt_no_work[] = {
     "cudaEventCreateWithFlags", "cudaFuncGetAttributes", "cudaFuncGetName",
     "cudaFuncGetParamInfo", "cudaFuncSetAttribute", "cudaGetDevice", "cudaGetDeviceCount",
     "cudaGetDeviceFlags", "cudaGetDeviceProperties", "cudaGetErrorName", "cudaGetErrorString",
-    "cudaGetFuncBySymbol", "cudaGetSymbolAddress", "cudaGetSymbolSize", "cudaHostAlloc",
+    "cudaGetFuncBySymbol", "cudaGetSymbolAddress", "cudaGetSymbolSize", "cudaGraphDestroy",
+    "cudaGraphInstantiate", "cudaGraphInstantiateWithFlags", "cudaHostAlloc",
     "cudaHostGetDevicePointer", "cudaInitDevice",
     "cudaMallocHost", "cudaMallocManaged", "cudaMemGetInfo", "cudaMemPoolGetAccess",
     "cudaMemPoolGetAttribute", "cudaMemPoolSetAccess", "cudaMemPoolSetAttribute",
@@ -300,7 +301,8 @@ static const char *const cu_no_work[] = {
     "cuDeviceGetCount", "cuDeviceGetName", "cuDeviceGetUuid_v2", "cuDevicePrimaryCtxGetState",
     "cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxSetFlags_v2", "cuDeviceTotalMem_v2",
     "cuDriverGetVersion", "cuEventCreate", "cuFuncGetAttribute", "cuFuncGetName",
-    "cuFuncGetParamInfo", "cuGetErrorName", "cuGetErrorString", "cuInit", "cuMemAllocHost_v2",
+    "cuFuncGetParamInfo", "cuGetErrorName", "cuGetErrorString", "cuGraphDestroy",
+    "cuGraphInstantiateWithFlags", "cuInit", "cuMemAllocHost_v2",
     "cuMemAlloc_v2", "cuMemGetInfo_v2", "cuStreamCreate", "cuStreamCreateWithPriority",
     "cuStreamIsCapturing", NULL};
 

@@ -213,6 +213,20 @@ VG_API cudaError_t vg_submit(cudaStream_t s, vg_op_t *op);
 /* Same, without the range check (for ranges the creator validated or host memory). */
 VG_API cudaError_t vg_submit_unchecked(cudaStream_t s, vg_op_t *op);
 
+/* ---- graphs by stream capture (graph.c; runtime semantics, the driver maps onto them) */
+/* Starts capturing s (not the legacy stream: cudaErrorStreamCaptureUnsupported). */
+VG_API cudaError_t vg_capture_begin(cudaStream_t s);
+/* Ends the capture of s: *graph is the captured graph (cudaErrorIllegalState if none). */
+VG_API cudaError_t vg_capture_end(cudaStream_t s, void **graph);
+/* 1 while s captures, 0 otherwise, -1 for a bad stream. */
+VG_API int vg_capture_active(cudaStream_t s);
+/* An executable graph of graph (a reference to it). */
+VG_API cudaError_t vg_graph_instantiate(void **exec, void *graph);
+/* Enqueues one op on s that runs the graph's nodes in capture order. */
+VG_API cudaError_t vg_graph_launch(void *exec, cudaStream_t s);
+/* Destroys a graph or an executable graph (its nodes go with the last reference). */
+VG_API cudaError_t vg_graph_release(void *graph);
+
 /* ---- streams and events (runtime semantics; the driver API maps onto them) ---- */
 VG_API cudaError_t vg_stream_create(cudaStream_t *s, unsigned flags, int priority);
 VG_API cudaError_t vg_stream_destroy(cudaStream_t s);

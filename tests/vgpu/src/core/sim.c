@@ -248,6 +248,11 @@ static cudaError_t submit(cudaStream_t s, vg_op_t *op)
         op_destroy(op);
         return err;
     }
+    if (st->capture) { /* stream capture: the op becomes a node of the graph */
+        vg__graph_add(st->capture, op);
+        vg_unlock();
+        return cudaSuccess;
+    }
     vg__sim_enqueue(st, op);
     vg_unlock();
     return cudaSuccess;
