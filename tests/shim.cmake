@@ -106,3 +106,7 @@ dh_add_test(NAME shim.entry_points
       "DH_TEST_ENTRY_TABLE=${DH_ENTRY_TABLE}" "DH_TEST_CUDA_LIBDIR=${_ep_cuda_dir}"
       "DH_TEST_NCCL_LIBDIR=${_ep_nccl_dir}" "DH_TEST_CUDA_INCLUDE=${DH_CUDA_INCLUDE}"
       "DH_TEST_CC=${CMAKE_C_COMPILER}")
+# The generator itself, on small headers the test writes (rules and refusals).
+dh_add_test(NAME shim.gen_entries
+  COMMAND ${Python3_EXECUTABLE} ${_shim_dir}/test_gen_entries.py LABELS shim TIMEOUT 60
+  ENV "DH_TEST_GEN=${PROJECT_SOURCE_DIR}/scripts/gen-entries" "DH_TEST_CC=${CMAKE_C_COMPILER}")
