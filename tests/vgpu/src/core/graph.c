@@ -159,6 +159,7 @@ static void launch_release(vg_op_t *op)
     launch_payload_t *p = op->payload;
     if (p && p->g)
         graph_unref(p->g);
+    free(p);
 }
 
 cudaError_t vg_graph_launch(void *exec, cudaStream_t s)
