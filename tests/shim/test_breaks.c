@@ -45,6 +45,7 @@
     X(drain_stream_sync, "drain before cudaStreamSynchronize")                              \
     X(drain_event_query, "not-ready answer for an event whose record is queued")            \
     X(drain_memcpy, "drain before a blocking copy (cudaMemcpy, D2H to pageable)")           \
+    X(drain_generated, "drain before a call without a deferred kind (generated wrappers)")   \
     X(free_order, "issuing a free only after every queued use of the memory")
 
 /* X(name, the test whose runs it must make fail) */

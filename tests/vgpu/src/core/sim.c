@@ -248,6 +248,11 @@ static cudaError_t submit(cudaStream_t s, vg_op_t *op)
         op_destroy(op);
         return err;
     }
+    if (st->capture) { /* stream capture: the op becomes a node of the graph */
+        vg__graph_add(st->capture, op);
+        vg_unlock();
+        return cudaSuccess;
+    }
     vg__sim_enqueue(st, op);
     vg_unlock();
     return cudaSuccess;
@@ -388,6 +393,13 @@ static void complete_op(vg_device_t *d, vg_op_t *op)
     vg__op_unref(op); /* the queue's reference */
 }
 
+VG_API void vg_op_fail(vg_op_t *op, cudaError_t err)
+{
+    op->failed = 1;
+    if (!vg_g.dev[op->dev].sticky)
+        vg_g.dev[op->dev].sticky = err;
+}
+
 static void start_op(vg_device_t *d, vg_op_t *op)
 {
     op->t_start = vg_g.now;
@@ -398,6 +410,8 @@ static void start_op(vg_device_t *d, vg_op_t *op)
     }
     op->ndeps = 0;
     if (!op->failed) {
+        if (op->resolve && !vg_g.cfg.timing_only)
+            op->resolve(op);
         check_hazards(d, op);
         if (!op->skip_mem_check && vg__mem_check_exec(op)) {
             d->sticky = cudaErrorIllegalAddress;
