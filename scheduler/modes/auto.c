@@ -58,6 +58,7 @@
 #include "sched_int.h"
 #include "tracker.h"
 
+#define DH__POLL_MS 20 /* how often a wait for the plan looks for another rank's "never" */
 #define DH__RING 64 /* program-order iteration times kept (DHELIX_AUTO_MEASURE_ITERS at most) */
 
 static struct {
@@ -73,6 +74,9 @@ static struct {
     /* The voting thread's (agree.h: one framework thread at a boundary at a time): */
     int measure;                  /* this rank measures (rank 0, DHELIX_AUTO_MEASURE_ITERS) */
     uint64_t sw, back_at;         /* the switch boundary; the switch-back round's, 0 none */
+    int64_t due;                  /* the boundary this rank switches at ("the switch
+                                     boundary" below), -1 not known yet */
+    int waited;                   /* it waited for the plan there (once) */
     struct {
         cudaEvent_t ev[2];
         int64_t ev_k[2];          /* the boundary each event marks, -1 none */
@@ -84,6 +88,7 @@ static struct {
     } m;
     /* guarded by lock: */
     pthread_mutex_t lock;
+    pthread_cond_t cv;            /* ready or no_plan was set */
     dh_plan_t *plan;
     char plan_name[600];
     char what[16], why[400];      /* "no plan" or "not used", and why (no_plan) */
@@ -93,8 +98,9 @@ static struct {
     /* The planning thread's use of the device (the profile's events) vs exit: */
     pthread_mutex_t dev_lock;
     int exiting;                  /* guarded by dev_lock */
-} dh__a = {.first = 1, .m = {.ev_k = {-1, -1}, .dev = -1},
-           .lock = PTHREAD_MUTEX_INITIALIZER, .dev_lock = PTHREAD_MUTEX_INITIALIZER};
+} dh__a = {.first = 1, .due = -1, .m = {.ev_k = {-1, -1}, .dev = -1},
+           .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+           .dev_lock = PTHREAD_MUTEX_INITIALIZER};
 
 static double dh__mono(void)
 {
@@ -120,7 +126,7 @@ int dh_auto_init(void)
 {
     dh__a.on = 1;
     dh__a.st.on = 1;
-    dh__a.st.switch_iteration = dh__a.st.passthrough_iteration = -1;
+    dh__a.st.switch_iteration = dh__a.st.passthrough_iteration = dh__a.st.switch_due = -1;
     dh__a.st.planning_ms = dh__a.st.ready_ms = -1;
     dh__a.measure = dh_agree_rank() == 0 && dh_config()->auto_measure_iters > 0;
     snprintf(dh__a.st.status, sizeof dh__a.st.status, "profiling");
@@ -236,8 +242,9 @@ static void dh__set_ready(dh_plan_t *p, const char *name)
     dh__a.st.predicted = dh__predicted(p);
     if (dh__a.st.planning_ms < 0)
         dh__a.st.planning_ms = p->planning_s * 1000.0;
-    pthread_mutex_unlock(&dh__a.lock);
     atomic_store(&dh__a.ready, 1);
+    pthread_cond_broadcast(&dh__a.cv);
+    pthread_mutex_unlock(&dh__a.lock);
 }
 
 void dh_auto_first_call(void)
@@ -373,8 +380,9 @@ static void dh__no_plan(const char *what, const char *why)
     snprintf(dh__a.why, sizeof dh__a.why, "%s", why);
     if (!atomic_load(&dh__a.done)) /* else this rank went passthrough already, and said why */
         snprintf(dh__a.st.status, sizeof dh__a.st.status, "%s: %.180s", what, why);
-    pthread_mutex_unlock(&dh__a.lock);
     atomic_store(&dh__a.no_plan, 1);
+    pthread_cond_broadcast(&dh__a.cv);
+    pthread_mutex_unlock(&dh__a.lock);
 }
 
 static void *dh__plan_main(void *arg)
@@ -642,10 +650,84 @@ static void dh__after_switch(uint64_t k)
 
 void dh_auto_synced(void) { dh__a.synced = 1; }
 
+/* The switch boundary (the voting thread): a rank says "ready" only from the boundary after
+ * the one where its recording stopped (dh__a.due) on, and there it first waits for the
+ * planning thread's outcome (a plan, or none), once, bounded by DHELIX_AGREE_TIMEOUT_MS.
+ * Before, a rank was ready at the first boundary at which its plan happened to have
+ * arrived, so the switch iteration depended on how fast the host planned against how fast
+ * the program ran: on a loaded 2-core machine si.auto_pp_tp switched at iteration 6 of 8
+ * instead of 5, too late for rank 0's measurement (issue 27). Now, when every rank's
+ * recording stops at the same boundary s (the same program on every rank), every rank is
+ * ready at s + 1 whatever the hosts' speed, and all switch there; ranks whose recordings
+ * stop one boundary apart switch at the later one's s + 1.
+ * Why the wait cannot hang: at s + 1 every rank whose recording stopped by then has sent
+ * its profile without needing anything more from this rank (it stopped at a host
+ * synchronisation before its boundary s + 1, and this rank has issued everything before
+ * its own), so rank 0 plans and answers. A rank whose recording stops later (it diverged
+ * while profiling: two repetitions of its iteration must follow the divergence) may need
+ * this rank's next iteration to get there; the bound ends that wait, and this rank is then
+ * ready at the first boundary at which it holds the plan, as before (the switch follows
+ * the plan's arrival there; every rank still switches at one boundary). */
+static int dh__ready_at(uint64_t k, int ready)
+{
+    if (dh__a.st.cache_hit)
+        return ready; /* ready from the program's first boundary on, on every rank */
+    if (dh__a.due < 0 || k < (uint64_t)dh__a.due)
+        return 0;
+    if (ready || atomic_load(&dh__a.no_plan) || dh__a.waited)
+        return ready;
+    dh__a.waited = 1;
+    double t0 = dh__mono(), limit = (double)dh_config()->agree_timeout_ms / 1000.0;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(limit);
+    until.tv_nsec += (long)((limit - (double)(time_t)limit) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    /* A rank that will hold no plan votes "never" without waiting for its planning
+     * thread (auto_busy: rank 0 cannot listen, rank 1's exchange waits for a listener
+     * that never answers): the wait also ends on that, looked for every DH__POLL_MS. */
+    pthread_mutex_lock(&dh__a.lock);
+    int rc = 0, never = 0;
+    while (!atomic_load(&dh__a.ready) && !atomic_load(&dh__a.no_plan) && !never) {
+        struct timespec step;
+        clock_gettime(CLOCK_REALTIME, &step);
+        step.tv_nsec += DH__POLL_MS * 1000000L;
+        if (step.tv_nsec >= 1000000000L) {
+            step.tv_sec++;
+            step.tv_nsec -= 1000000000L;
+        }
+        int last = step.tv_sec > until.tv_sec ||
+                   (step.tv_sec == until.tv_sec && step.tv_nsec >= until.tv_nsec);
+        rc = pthread_cond_timedwait(&dh__a.cv, &dh__a.lock, last ? &until : &step);
+        if (rc == ETIMEDOUT && last)
+            break;
+        if (rc == ETIMEDOUT) {
+            pthread_mutex_unlock(&dh__a.lock);
+            never = dh_agree_switch_never();
+            pthread_mutex_lock(&dh__a.lock);
+        }
+    }
+    ready = atomic_load(&dh__a.ready);
+    int came = ready || never || atomic_load(&dh__a.no_plan);
+    dh__a.st.switch_wait_ms = (dh__mono() - t0) * 1000.0;
+    pthread_mutex_unlock(&dh__a.lock);
+    if (!came)
+        DH_WARN(PLAN, "auto: no plan within %lld ms at iteration %llu, the switch boundary (a "
+                "rank whose recording stops later, one that diverged while profiling?): "
+                "switching at the first boundary at which every rank holds it",
+                (long long)dh_config()->agree_timeout_ms, (unsigned long long)k);
+    return ready;
+}
+
 /* Boundary k before the switch: the switch round. */
 static void dh__switch_round(uint64_t k)
 {
-    int no = atomic_load(&dh__a.no_plan), ready = atomic_load(&dh__a.ready);
+    int no = atomic_load(&dh__a.no_plan);
+    int ready = no ? 0 : dh__ready_at(k, atomic_load(&dh__a.ready));
+    no = atomic_load(&dh__a.no_plan);
     int r = dh_agree_switch(k, no ? 2 : ready);
     if (r < 0 || no) {
         dh__give_up(k, no);
@@ -724,6 +806,12 @@ void dh_auto_submit(const dh_op_t *op, const dh_op_desc_t *d)
         } else if (dh_prof_period(&p, &next, &it) && seg >= next && seg % p == next % p) {
             boundary = 1;
             k = it + (seg - next) / p;
+            if (dh__a.due < 0) { /* it: the first boundary after recording stopped */
+                dh__a.due = (int64_t)it + 1;
+                pthread_mutex_lock(&dh__a.lock);
+                dh__a.st.switch_due = dh__a.due;
+                pthread_mutex_unlock(&dh__a.lock);
+            }
         }
     }
     dh__a.first = dh__a.synced = 0;

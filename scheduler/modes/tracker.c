@@ -440,6 +440,25 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
     return out;
 }
 
+/* Lock held, op d does not match the template at cur (> 0): whether the iteration just
+ * started was a false start (the program matched the template's first op one step early,
+ * see dh_tracker_assign). Keys count the template iterations a rank starts, so every rank
+ * must count a false start alike, whatever else it knows about the iteration: the probe
+ * (dh__take) settles its iteration at its first op, and a rank whose probe came later than
+ * its peers' (it diverged in its first one) meets the false start while probing where they
+ * meet it while following the plan, or not at all. Left uncounted there, its keys ran one
+ * ahead of its peers' from then on: a "no" of its own landed on a round of their next
+ * iteration and their yes votes matched its votes of the iteration before, so the two
+ * issued different iterations' collectives (issue 27). Nothing of the iteration was held
+ * or voted on yet (no pair began: at most the probe's own "no", which the restart casts
+ * again on the same key). */
+static int dh__false_start(const dh_op_desc_t *d)
+{
+    return dh__t.agree && dh__t.cur.c > 0 && dh__t.nvp > 0 && dh__t.vpi == 0 &&
+           dh__t.sub == 0 && (!dh__t.settled || dh__t.probing) &&
+           dh__t.cur.c <= dh__t.vp[0].c0 && dh__match(&dh__first, d);
+}
+
 static void dh__note_desync(const dh_op_desc_t *d, const dh_op_t *op)
 {
     const dh_plan_op_t *t = dh__op_at(&dh__t.cur);
@@ -470,9 +489,7 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         /* At an iteration boundary the program may simply have left the loop (evaluation,
          * cleanup), and a first iteration may differ from the steady state (lazy set-up):
          * only a mismatch inside an iteration after a matched one is a desync. */
-        if (dh__t.agree && dh__t.cur.c > 0 && dh__t.nvp > 0 && dh__t.vpi == 0 &&
-            dh__t.sub == 0 && !dh__t.settled && dh__t.cur.c <= dh__t.vp[0].c0 &&
-            dh__match(&dh__first, d)) {
+        if (dh__false_start(d)) {
             /* The iteration just started did not get as far as any pair, and the op that
              * ends it starts the template again: the program matched the template's first
              * op one step early (a template whose first op also ends the previous

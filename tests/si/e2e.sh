@@ -1016,6 +1016,16 @@ auto_judge() {
     return 1
   fi
   pass "$name: ${line#*] }"
+  # The switch boundary (auto.c): the boundary after the one where the last rank's recording
+  # stopped, however fast the host planned (a switch later than it fails here, not only
+  # when it leaves too few iterations to measure).
+  local due
+  due=$(sij meta auto_switch_due $(stats_files "$name") | awk '{print $2}' | sort -n | tail -1)
+  if [ "$sw" != 0 ] && [ "$sw" != "$due" ]; then
+    fail "$name: switched at iteration $sw, not at the switch boundary $due (auto_switch_due per rank: $(sij meta auto_switch_due $(stats_files "$name") | tr '\n' ' '); waits for the plan: $(sij meta auto_switch_wait_ms $(stats_files "$name") | tr '\n' ' ') ms)"
+  elif [ "$sw" != 0 ]; then
+    pass "$name: switched at the switch boundary $due (waits for the plan there: $(sij meta auto_switch_wait_ms $(stats_files "$name") | awk '{printf "%s%s ms", (NR > 1 ? ", " : ""), $2}'))"
+  fi
   if [ -n "$want" ] && [ "$sw" != "$want" ]; then
     fail "$name: switched at iteration $sw, expected $want"
   fi
