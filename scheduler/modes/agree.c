@@ -253,13 +253,16 @@ static void dh__hub_settle(void)
                     continue;
                 if (dh__hub.vkey[r] < key)
                     d = -1; /* rank r has this pair and has not voted on it yet */
-                else if (dh__hub.vkey[r] == key && d == 0)
+                else if (dh__hub.vkey[r] > key)
+                    d = -3; /* it went past without voting: it counts iterations otherwise,
+                               and its yes was for another one (a no, not a mismatch) */
+                else if (d == 0)
                     d = (int)dh__hub.vval[r];
             }
             for (int r = 0; r < dh__ag.size && d > 0; r++)
                 if ((dh__hub.mask[r] & dh__bit(key)) && dh__hub.vval[r] != (uint64_t)d)
                     d = -2;
-            if (d == -2)
+            if (d == -2 || d == -3)
                 d = 0;
         }
         if (d < 0) {

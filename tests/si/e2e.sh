@@ -962,6 +962,87 @@ PY
 }
 
 
+# The divergence swept over the run (sweep_CFG_MODE_PART): one run per (iteration, point),
+# one rank diverging in each (WL_INJECT KIND@ITER:RANK/POINT, tests/workloads/src/inject.h),
+# the rank and the kind turning with the iteration and the point, so that every point sees
+# every rank over the run and every iteration sees several kinds and ranks: before the plan
+# is followed, in the probe iteration (plan mode's first followed one, auto mode's switch
+# iteration), in the pairs, at the iteration's edges. Each run: exit 0, losses bit-identical
+# to the baseline's, no hazard, no collective called out of order (the vgpu), no vote timed
+# out and the channel never broke (DHELIX_STATS), every rank's switch at one iteration (auto).
+#   CFG: tpdp (llama-tiny TP=2 x DP=2, 4 ranks: the issue's job) or vpp (gpt-tiny PP=2
+#   interleaved, --vpp 2, 2 ranks); MODE: plan (6 iterations) or auto (8: it switches at 4);
+#   PART: a (points first start fwd0) or b (fwd bwd end).
+scenario_sweep() {
+  local cfg=$1 mode=$2 part=$3 n iters args points kinds=(query sync extra missing shape)
+  case $cfg in
+    tpdp) n=4 args=(--model llama-tiny --tp 2 --dp 2 --gbs 8 --mbs 1) ;;
+    vpp) n=2 args=(--model gpt-tiny --layers 4 --pp 2 --vpp 2 --gbs 4 --mbs 1) ;;
+  esac
+  case $mode in plan) iters=6 ;; auto) iters=8 ;; esac
+  case $part in a) points=(first start fwd0) ;; b) points=(fwd bwd end) ;; esac
+  args+=(--iters "$iters")
+  wl_run base "$n" WL_INJECT=none -- "${args[@]}"
+  run_ok base || return
+  local envs=()
+  if [ "$mode" = plan ]; then
+    profile prof "$n" WL_INJECT=none -- "${args[@]}" || return
+    make_plan prof || return
+    envs=("DHELIX_PLAN=$work/plan.json")
+  else
+    envs=(DHELIX_MODE=auto)
+  fi
+  local i p k=0 bad=0 runs=0
+  for ((i = 0; i < iters; i++)); do
+    for p in "${!points[@]}"; do
+      local pt=${points[$p]} r=$(((i + p) % n)) kind=${kinds[$(((2 * i + p) % 5))]}
+      [ "$pt" = first ] && [ "$kind" = missing ] && kind=extra # nothing to leave out there
+      local spec="$kind@$i:$r/$pt" name="d$i.$pt"
+      wl_run "$name" "$n" WL_INJECT="$spec" DHELIX_AGREE_TIMEOUT_MS=20000 "LD_PRELOAD=$shim" \
+        DHELIX_STATS=json "DHELIX_STATS_FILE=$work/$name.stats.%p.json" "${envs[@]}" -- "${args[@]}" >/dev/null
+      runs=$((runs + 1))
+      local why=""
+      if ! run_ok "$name" base >/dev/null; then
+        why="not exact or failed (status $(cat "$work/$name.rc"))"
+      elif grep -qi "mismatch on communicator" "$work/$name.err"; then
+        why="the vgpu saw a collective out of order: $(grep -i -m1 mismatch "$work/$name.err")"
+      else
+        # shellcheck disable=SC2046
+        why=$(python3 - "$mode" "$n" $(stats_files "$name") <<'PY'
+import json, sys
+mode, n, files = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+ms = {}
+for f in files:
+    m = json.load(open(f))["meta"]
+    if str(m.get("rank", "-")).isdigit():
+        ms[int(m["rank"])] = m
+bad = []
+if len(ms) != n:
+    bad.append("statistics from %d of %d ranks" % (len(ms), n))
+for r, m in sorted(ms.items()):
+    if m.get("agree_timeouts") or m.get("agree_broken"):
+        bad.append("rank %d: agree_timeouts %s, agree_broken %s" % (r, m.get("agree_timeouts"), m.get("agree_broken")))
+sw = {m.get("auto_switch_iteration") for m in ms.values()}
+if mode == "auto" and len(sw) != 1:
+    bad.append("switch iterations %s" % sorted(sw, key=str))
+pi = ",".join("%s" % ms[r].get("plan_iterations", 0) for r in sorted(ms))
+print("; ".join(bad) if bad else "ok (iterations followed per rank %s%s)" % (
+    pi, ", switch at %s" % sw.pop() if mode == "auto" else ""))
+PY
+)
+        [ "${why%% *}" = ok ] && { echo "      $spec: ${why}"; why=""; }
+      fi
+      if [ -n "$why" ]; then
+        bad=$((bad + 1))
+        fail "$spec: $why"
+        diag "$name" 8
+      fi
+    done
+  done
+  [ "$bad" = 0 ] && pass "sweep: $runs runs ($cfg, $mode mode, points ${points[*]}): every one exact, no mismatch, no vote timed out"
+}
+
+
 # DHELIX_MODE=auto beside the three-step flow (profile, dhelix plan, plan run) on one
 # configuration, 8 iterations: exact; every rank switched at the same iteration; and, on the
 # iterations after the switch and the tracker's checking iteration, the speedup over the
@@ -1306,6 +1387,9 @@ case $scenario in
   rotated_plan) set -- rotated_plan ;;
   agree_silent) set -- agree_silent ;;
   diverge_tpdp | diverge_pp) set -- diverge "${scenario#diverge_}" ;;
+  sweep_tpdp_plan_a | sweep_tpdp_plan_b | sweep_tpdp_auto_a | sweep_tpdp_auto_b | \
+  sweep_vpp_plan_a | sweep_vpp_plan_b | sweep_vpp_auto_a | sweep_vpp_auto_b)
+    IFS=_ read -r _ c m p <<<"$scenario"; set -- sweep "$c" "$m" "$p" ;;
   # DHELIX_MODE=auto (scenario_auto): the si configurations with 8 iterations.
   auto_tp_sp) set -- auto 2 0 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 ;;
   auto_tp_sp_init) set -- auto 2 0 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 --init-per-param ;;
