@@ -124,6 +124,12 @@ typedef enum dh_cfg_kind {
       "every rank goes back to program order (passthrough) when the speedup is not above " \
       "`DHELIX_AUTO_MIN_GAIN`. 0: not measured. Not measured after a switch at the first " \
       "iteration (a cached plan).")                                                         \
+    X(AUTO_SWITCH_WAIT_MS, auto_switch_wait_ms, INT, "3000", NULL, 0, 600000,               \
+      "Auto mode: longest wait, in milliseconds, of each rank for the plan at the switch "  \
+      "boundary (the iteration after the one at which its recording stopped), so that "    \
+      "every rank switches there however fast its host plans; past it (a rank whose "      \
+      "recording stops later, one that diverged while profiling) the ranks switch at the " \
+      "first iteration at which all hold the plan. 0: no wait.")                            \
     X(PROFILE_OPS, profile_ops, INT, "4000000", NULL, 1000, 10000000,                       \
       "Most operations profile mode records if no iteration has repeated by then (it stops " \
       "by itself once one has); later ones run unrecorded.")                                 \

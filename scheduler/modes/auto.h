@@ -10,7 +10,7 @@
  * (dh_agree_switch): once every rank holds the plan at the same boundary, each attaches it
  * there (the tracker, as if from DHELIX_PLAN, with the same checks) and plan mode starts.
  * A rank holds it, for the round, from the boundary after the one where its recording
- * stopped on, and waits there for the planning thread (bounded by DHELIX_AGREE_TIMEOUT_MS):
+ * stopped on, and waits there for the planning thread (bounded by DHELIX_AUTO_SWITCH_WAIT_MS):
  * the switch iteration does not depend on how fast the host plans (auto.c, "the switch
  * boundary").
  * With DHELIX_PLAN_CACHE the plan is written to a file keyed by the program (its command
