@@ -48,7 +48,7 @@ foreach(s ${_si_scenarios})
     COMMAND bash ${_si_dir}/e2e.sh ${s}
     ENV DH_BUILD_DIR=${CMAKE_BINARY_DIR} SI_WORK=${CMAKE_BINARY_DIR}/si/${s}
         SI_MPIEXEC=${MPIEXEC_EXECUTABLE} VGPU_COMM_TIMEOUT=30
-    LABELS si TIMEOUT 600)
+    LABELS si TIMEOUT 300)
 endforeach()
 
 # Plan mode's threads under ThreadSanitizer (the tsan preset): the framework thread, the

@@ -28,7 +28,7 @@
     X(PROFILE, "profile")            \
     X(PLAN, "plan")                  \
     X(STRESS, "stress")              \
-    X(STRANDS, "strands")            \
+    X(STRANDS, "test-strands")       \
     X(AUTO, "auto")
 
 typedef enum dh_mode {
@@ -89,8 +89,10 @@ typedef enum dh_cfg_kind {
       "operation's signature, thread, stream and device time to `DHELIX_PROFILE`, the "     \
       "input of `dhelix plan`. plan executes the Strand Interleaving plan in "              \
       "`DHELIX_PLAN`. stress defers every operation it legally can and re-issues "          \
-      "independent streams in a seeded random order (a test of exactness). strands runs "   \
-      "two strands assigned by issuing-thread phases without a plan (a test mode). auto "     \
+      "independent streams in a seeded random order (a test of exactness). test-strands "  \
+      "runs two strands assigned by issuing-thread phases without a plan: a test-only "   \
+      "switch for single-process tests, not exact on multi-rank jobs (no agreement "       \
+      "between ranks; use plan or auto). auto "                                              \
       "profiles the first iterations, plans in the process, agrees with the other ranks " \
       "on the plan and the iteration to switch at, then runs it (and caches it in "      \
       "`DHELIX_PLAN_CACHE`). The default is plan when `DHELIX_PLAN` is set.")                                         \

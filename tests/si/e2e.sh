@@ -80,8 +80,8 @@
 #       paired groups after the last divergent iteration
 #   sweep_CFG_MODE_PART (CFG tpdp: llama-tiny TP=2 x DP=2, 4 ranks; vpp: gpt-tiny PP=2
 #       interleaved, 2 ranks; MODE plan or auto; PART a: points first start fwd0, b: fwd bwd
-#       end): one run per iteration and point, one rank diverging (KIND@ITER:RANK/POINT, the
-#       rank and kind turning): each exact, no mismatch, no vote timed out (scenario_sweep)
+#       end): every iteration and point once, one rank diverging (KIND@ITER:RANK/POINT, the
+#       rank and kind turning; two per run): each exact, no mismatch, no vote timed out
 # Everything goes under $SI_WORK (default $DH_BUILD_DIR/si/SCENARIO, DH_BUILD_DIR default
 # build/): per run NAME.cmd (the command), NAME.out (stdout, the JSON summary), NAME.err,
 # NAME.rc. On failure it prints which check failed, the paths and the stderr tails.
@@ -966,8 +966,9 @@ PY
 }
 
 
-# The divergence swept over the run (sweep_CFG_MODE_PART): one run per (iteration, point),
-# one rank diverging in each (WL_INJECT KIND@ITER:RANK/POINT, tests/workloads/src/inject.h),
+# The divergence swept over the run (sweep_CFG_MODE_PART): every (iteration, point) once, one
+# rank diverging there (WL_INJECT KIND@ITER:RANK/POINT, tests/workloads/src/inject.h), two
+# of them per run half the run apart,
 # the rank and the kind turning with the iteration and the point, so that every point sees
 # every rank over the run and every iteration sees several kinds and ranks: before the plan
 # is followed, in the probe iteration (plan mode's first followed one, auto mode's switch
@@ -996,12 +997,19 @@ scenario_sweep() {
   else
     envs=(DHELIX_MODE=auto)
   fi
-  local i p k=0 bad=0 runs=0
-  for ((i = 0; i < iters; i++)); do
+  # Two divergences per run, half the run apart (iterations i and i + iters/2, the same
+  # point, other ranks and kinds): pairing resumes between them, and the sweep takes half
+  # the runs.
+  local i p h=$((iters / 2)) bad=0 runs=0
+  for ((i = 0; i < h; i++)); do
     for p in "${!points[@]}"; do
-      local pt=${points[$p]} r=$(((i + p) % n)) kind=${kinds[$(((2 * i + p) % 5))]}
-      [ "$pt" = first ] && [ "$kind" = missing ] && kind=extra # nothing to leave out there
-      local spec="$kind@$i:$r/$pt" name="d$i.$pt"
+      local pt=${points[$p]} spec="" j
+      for j in "$i" "$((i + h))"; do
+        local r=$(((j + p) % n)) kind=${kinds[$(((2 * j + p) % 5))]}
+        [ "$pt" = first ] && [ "$kind" = missing ] && kind=extra # nothing to leave out there
+        spec+="${spec:+,}$kind@$j:$r/$pt"
+      done
+      local name="d$i.$pt"
       wl_run "$name" "$n" WL_INJECT="$spec" DHELIX_AGREE_TIMEOUT_MS=20000 "LD_PRELOAD=$shim" \
         DHELIX_STATS=json "DHELIX_STATS_FILE=$work/$name.stats.%p.json" "${envs[@]}" -- "${args[@]}" >/dev/null
       runs=$((runs + 1))
