@@ -29,6 +29,7 @@
 #include "profile_rec.h"
 #include "real.h"
 #include "dispatch_int.h"
+#include "nvtx.h"
 #include "plan.h"
 #include "sched_int.h"
 
@@ -121,13 +122,16 @@ cudaStream_t dh__physical(int device, cudaStream_t s, int strand)
     if (dh_real()->cudaStreamCreateWithFlags(&p, cudaStreamNonBlocking) != cudaSuccess)
         return NULL;
     pthread_mutex_lock(&dh__s.lock);
-    if (!v->phys[1])
+    int made = !v->phys[1];
+    if (made)
         v->phys[1] = p;
     else {
         dh_real()->cudaStreamDestroy(p); /* another thread made it first */
         p = v->phys[1];
     }
     pthread_mutex_unlock(&dh__s.lock);
+    if (made)
+        dh__nvtx_name_strands(s, p);
     return p;
 }
 
@@ -435,7 +439,9 @@ static void dh__run(dh_batch_t *b)
      * barriers, not one per op: the framework thread takes the same lock for every capture.
      * A barrier reads the marks, so a stretch ends before each. */
     size_t done = 0;
+    int mode = dh__s.mode;
     pthread_mutex_unlock(&dh__s.lock);
+    dh__nvtx_mode(mode, dh_config()->mode == DH_MODE_AUTO);
     for (size_t i = 0; i <= b->n; i++) {
         dh_item_t *it = i < b->n ? &b->items[i] : NULL;
         if ((!it || !it->op) && done < i) {
@@ -454,6 +460,7 @@ static void dh__run(dh_batch_t *b)
         }
         if (!it)
             break;
+        dh__nvtx_item(b, i);
         if (it->op) {
             it->rc = dh__replay_timed(it->op, it->strand);
             continue;
@@ -463,6 +470,7 @@ static void dh__run(dh_batch_t *b)
         if (rc)
             DH_WARN_ONCE(SCHED, "a cross-strand barrier failed (status %d)", rc);
     }
+    dh__nvtx_batch_end();
     pthread_mutex_lock(&dh__s.lock);
     b->n = 0;
 }
@@ -498,7 +506,7 @@ static void dh__wait_work(void)
 {
     /* Plan mode lets ops out early without waking this thread for each (sched.c): it looks
      * again after DH_LET_OUT_POLL_MS at the latest, so none waits longer than that. */
-    long ms = dh__s.kick_ms ? DH_KICK_MS : dh__s.mode == DH_MODE_PLAN ? DH_LET_OUT_POLL_MS : 0;
+    long ms = dh__s.kick_ms ? DH_KICK_MS : dh__mode()->polls_let_out ? DH_LET_OUT_POLL_MS : 0;
     if (!ms) {
         pthread_cond_wait(&dh__s.work, &dh__s.lock);
         return;
@@ -517,6 +525,7 @@ void *dh__dispatch_main(void *arg)
 {
     (void)arg;
     dh__sched_mark_dispatcher();
+    dh__nvtx_thread_start();
     dh__rng = (uint64_t)dh_config()->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
     dh_batch_t b = {0};
     const int jitter_us = (int)dh_config()->test_dispatch_jitter;
@@ -535,7 +544,7 @@ void *dh__dispatch_main(void *arg)
          * submitting for a long while (it must be waiting for that record): an early flush
          * at a point another rank does not flush at would change the order of one
          * communicator's calls on this rank only. */
-        if (kicked && dh__s.mode == DH_MODE_PLAN &&
+        if (kicked && dh__mode()->ranks_agree &&
             dh__wall_ms() - dh__s.last_submit_ms < DH_KICK_STALL_MS)
             kicked = 0, dh__s.kick_ms = dh__wall_ms() - DH_KICK_MS;
         if (kicked || dh__s.stop)
@@ -544,7 +553,8 @@ void *dh__dispatch_main(void *arg)
         for (unsigned k = 0; k < dh__s.cut_n; k++)
             flush |= dh__s.cuts[(dh__s.cut_head + k) % dh__s.cut_cap].gend == UINT64_MAX ||
                      dh__s.cuts[(dh__s.cut_head + k) % dh__s.cut_cap].seq;
-        if (dh__s.mode == DH_MODE_STRANDS || dh__s.mode == DH_MODE_PLAN) {
+        dh_mode_order_t order = dh__mode()->order;
+        if (order == DH_ORDER_GROUPS) {
             /* Each flush in the order the program asked for them (sched_int.h), then the
              * complete groups: what goes out, and in what order, depends on the program's
              * order alone, never on how far behind this thread is. */
@@ -559,7 +569,7 @@ void *dh__dispatch_main(void *arg)
         } else {
             dh__s.cut_n = 0;
             /* Passthrough here: auto mode's last ops (sched.c dh__sched_passthrough). */
-            if (dh__s.mode == DH_MODE_PROFILE || dh__s.mode == DH_MODE_PASSTHROUGH) {
+            if (order == DH_ORDER_PROGRAM) {
                 dh__order_seq(&b, UINT64_MAX, UINT64_MAX);
             } else if (flush && dh__order_stress(&b, UINT64_MAX)) {
                 DH_WARN_ONCE(SCHED, "held operations could not be ordered; issuing them in "
@@ -585,11 +595,11 @@ void *dh__dispatch_main(void *arg)
         if (dh__s.stop && !dh__s.in_head && dh__s.low_water >= dh__s.next_seq)
             break;
         if (!dh__s.in_head && dh__s.cut_n == 0 &&
-            (dh__min_group(UINT64_MAX) >= dh__s.release || (dh__s.mode != DH_MODE_STRANDS &&
-                                                             dh__s.mode != DH_MODE_PLAN)))
+            (dh__min_group(UINT64_MAX) >= dh__s.release || dh__mode()->order != DH_ORDER_GROUPS))
             dh__wait_work();
     }
     pthread_mutex_unlock(&dh__s.lock);
+    dh__nvtx_thread_stop();
     free(b.items);
     return NULL;
 }

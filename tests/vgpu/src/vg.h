@@ -265,6 +265,18 @@ VG_API double vg_cost_copy(const vgpu_profile_t *p, double bytes, int kind);
  * (vgpu.h, in the core so programs need only libvgpu) calls it. */
 VG_API void vg_nccl_set_represent_hook(int (*fn)(void *id, int base, int stride));
 
+/* ---- NVTX (src/nvtx/inject.c hands the program's NVTX calls to these) ---- */
+/* Each does nothing without VGPU_TRACE; thread-safe. The names and ranges appear in the
+ * trace (core/nvtx_trace.c): a named stream's lane carries its name, ranges and marks
+ * go on a lane per host thread at the host's virtual time. */
+VG_API void vg_trace_name_stream(cudaStream_t s, const char *name);
+VG_API void vg_trace_name_thread(const char *name); /* the calling thread */
+typedef enum { VG_NVTX_PUSH, VG_NVTX_POP, VG_NVTX_MARK } vg_nvtx_kind_t;
+/* A push, pop or mark of the calling thread (domain "" for NVTX's default domain).
+ * Returns the nesting depth before the call (push, mark) or after it (pop), NVTX's own
+ * return values; -1 when not tracing or on a pop with nothing pushed. */
+VG_API int vg_trace_nvtx(vg_nvtx_kind_t kind, const char *domain, const char *msg);
+
 /* ---- kernels (registry behind vgpu_register_kernel) ---- */
 typedef struct vg_kernel {
     const void *func;

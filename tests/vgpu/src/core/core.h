@@ -114,6 +114,12 @@ int vg__mem_check_exec(vg_op_t *op);  /* at start: 0 ok, else reports and return
 void vg__trace_op(const vg_op_t *op);
 void vg__trace_write(void);
 
+/* nvtx_trace.c (device lock held) */
+/* The NVTX name of stream `index` of device dev (dev -1: host lane `index`), or NULL. */
+const char *vg__nvtx_stream_name(int dev, int index);
+/* Writes the host lanes' names and the ranges and marks (",\n{...}" each). */
+void vg__nvtx_trace_write(FILE *f, int rank);
+
 /* kernel.c */
 void vg__kernel_fini(void);
 
