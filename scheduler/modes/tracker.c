@@ -52,7 +52,8 @@ static struct {
     int since_sync;                   /* ops since the last host synchronisation */
     uint64_t prev_sig;                /* the last op's signature */
     int ends_iter;                    /* the op before the last synchronisation was the
-                                         template's last (dh__can_start) */
+                                         template's last */
+    int win_started;                  /* an iteration started since that synchronisation */
     uint64_t iters_tracked, searched;
     dh_tracker_stats_t st;
     /* The plan's pairs, checked against the program (see dh__probe): */
@@ -393,6 +394,7 @@ static void dh__after_strand_a(dh_op_t *op)
 static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
 {
     if (dh__t.cur.c == 0) {
+        dh__t.win_started = 1;
         /* Tensors made from here on belong to this iteration's micro-batches (op.h). */
         atomic_store_explicit(&dh__s.young_from, dh_sched_stamp(), memory_order_relaxed);
         dh__t.new_iter = 1;
@@ -527,8 +529,12 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         return;
     }
     /* Whether op directly follows a host synchronisation (or starts the program). */
-    if (dh__t.sync_seen || dh__t.first_op)
+    if (dh__t.sync_seen || dh__t.first_op) {
         dh__t.since_sync = 0;
+        dh__t.win_started = 0; /* one start per window: a rank that desynced at the
+                                  iteration's second op must not restart at a later op of
+                                  the first kind in the same window (auto_a's d2.start) */
+    }
     if (dh__t.first_op)
         dh__t.ends_iter = 1; /* the program's start, or auto mode's switch boundary */
     dh__t.sync_seen = 0;
@@ -543,7 +549,7 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
      * pipeline's exchange) is no start even when an op of the template's first kind
      * follows it: a rank that searches would count an iteration there that its peers,
      * following the plan, do not, and their votes would no longer meet (issue 27). */
-    int start = boundary && dh__t.ends_iter;
+    int start = boundary && dh__t.ends_iter && !dh__t.win_started;
     if (dh__t.state == DH__T_TRACK) {
         if (dh__match(&dh__t.cur, d)) {
             *flush = dh__take(op, d);
