@@ -34,6 +34,7 @@ typedef struct vg_stream {
     vg_op_t *last;      /* last op issued, reference held */
     int inflight;       /* started and not completed ops */
     vg_op_t *records;   /* event records waiting for this stream's running op (FIFO) */
+    struct vg_graph *capture; /* the graph being captured on this stream, or NULL */
     struct vg_stream *next_all; /* device's list of streams */
 } vg_stream_t;
 
@@ -100,6 +101,10 @@ int vg__op_done(void *op);          /* vg_done_fn: op completed */
 /* How many operations the calling thread has issued (a query spinning without issuing
  * work in between is a wait in disguise; see stream.c). */
 uint64_t vg__thread_issue_count(void);
+
+/* graph.c (device lock held): takes op into the graph captured on its stream. */
+struct vg_graph;
+void vg__graph_add(struct vg_graph *g, vg_op_t *op);
 
 /* stream.c */
 vg_stream_t *vg__stream_get(cudaStream_t s, cudaError_t *err); /* lock held */
