@@ -128,6 +128,10 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
                                !dh_config()->plan_cache[0] ? "off" : a.cache_hit ? "hit" : "miss"));
         snprintf(v, sizeof v, "%lld", (long long)a.switch_iteration);
         DH_CHECK(dh_table_meta(t, "auto_switch_iteration", DH_CELL_NUM, v));
+        snprintf(v, sizeof v, "%lld", (long long)a.switch_due);
+        DH_CHECK(dh_table_meta(t, "auto_switch_due", DH_CELL_NUM, v));
+        snprintf(v, sizeof v, "%.3f", a.switch_wait_ms);
+        DH_CHECK(dh_table_meta(t, "auto_switch_wait_ms", DH_CELL_NUM, v));
         snprintf(v, sizeof v, "%.3f", a.planning_ms);
         DH_CHECK(dh_table_meta(t, "auto_planning_ms", DH_CELL_NUM, v));
         snprintf(v, sizeof v, "%.3f", a.ready_ms);

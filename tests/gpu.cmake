@@ -80,7 +80,7 @@ set(_shim "$<TARGET_FILE:dhelix_shim>")
 dh_gpu_test(NAME shim_coverage COMMAND $<TARGET_FILE:shim_test_coverage> TIMEOUT 600
   ENV "DH_TEST_COVERAGE=$<TARGET_FILE:shim_coverage>" "DH_TEST_SHIM=${_shim}"
       "DH_TEST_PRELOAD=${_kreg}:${_shim}" "DH_TEST_VGPU_PRELOAD=${_kreg}"
-      "DH_TEST_LIBDIR=${_gpu_libdir}" "DH_COV_STRANDS_ENV=DHELIX_MODE=strands"
+      "DH_TEST_LIBDIR=${_gpu_libdir}" "DH_COV_STRANDS_ENV=DHELIX_MODE=test-strands"
       "DH_COV_SEEDS=10" "DH_COV_STRAND_SEEDS=4")
 
 # Every NCCL collective and point-to-point call over a single rank through the shim:

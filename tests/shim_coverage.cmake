@@ -32,11 +32,11 @@ target_include_directories(shim_bench_overhead PRIVATE ${PROJECT_SOURCE_DIR}/tes
 target_link_libraries(shim_bench_overhead PRIVATE dh::real_cuda dh::common Threads::Threads
                       ${CMAKE_DL_LIBS} m)
 
-# The environment that selects two-strand execution (DHELIX_MODE=strands: strands assigned
+# The environment that selects two-strand execution (DHELIX_MODE=test-strands: strands assigned
 # by issuing-thread phases until the plan issue supplies the assignment). If the shim's
 # configuration table stops accepting it, the two-strand part of shim.coverage reports SKIP
 # (exit 77), never a pass, and shim.breaks tries the breaks in stress mode only.
-set(DH_COV_STRANDS_ENV "DHELIX_MODE=strands" CACHE STRING
+set(DH_COV_STRANDS_ENV "DHELIX_MODE=test-strands" CACHE STRING
     "Settings (;-separated) that run the shim in two-strand execution for shim.coverage")
 
 set(_cov_pre "$<TARGET_FILE:dhelix_shim>")

@@ -18,6 +18,12 @@
 #   agree_silent: a peer that never answers the vote (bounded waits, program order, exact)
 #   diverge_tpdp, diverge_pp: one rank at a time diverges (extra op, missing op, host sync,
 #     query) in TP2 x DP2 and PP2 (interleaved): exact, no mismatch, pairing resumes
+#   sweep_tpdp_{plan,auto}_{a,b} sweep_vpp_plan_{a,b}: the divergence swept over every
+#     iteration of the run, three points of each per entry (a: first start fwd0, b: fwd bwd
+#     end), the diverging rank and the kind turning, in plan and auto mode on TP2 x DP2
+#     llama-tiny and in plan mode on PP2 interleaved: every run exact, no mismatch, no vote
+#     timed out (six entries, so that ctest -j shares them; sweep_vpp_auto_{a,b} run by hand,
+#     to keep the suite's time)
 #   auto_*: DHELIX_MODE=auto beside the three-step flow (exact, the same speedup once
 #     switched, kept after rank 0's measurement); auto_cache: the second start reuses
 #     DHELIX_PLAN_CACHE; auto_reject auto_measured auto_silent: a plan that does not help
@@ -38,7 +44,9 @@ set(_si_scenarios tp_sp tp_sp_init pp_1f1b pp_tp pp_vpp pp4_tp_vpp_nooverlap cp 
     fullmem_1m fullmem_64m
     auto_tp_sp auto_tp_sp_init auto_cp auto_moe_ep auto_moe_ep_dyn auto_tpdp auto_cache
     auto_pp_1f1b auto_pp_tp auto_pp_vpp auto_pp4_tp_vpp_nooverlap auto_dp_ogr
-    auto_reject auto_measured auto_silent auto_busy)
+    auto_reject auto_measured auto_silent auto_busy
+    sweep_tpdp_plan_a sweep_tpdp_plan_b sweep_tpdp_auto_a sweep_tpdp_auto_b
+    sweep_vpp_plan_a sweep_vpp_plan_b)
 foreach(s ${_si_scenarios})
   dh_add_test(NAME si.${s}
     COMMAND bash ${_si_dir}/e2e.sh ${s}

@@ -28,7 +28,7 @@
     X(PROFILE, "profile")            \
     X(PLAN, "plan")                  \
     X(STRESS, "stress")              \
-    X(STRANDS, "strands")            \
+    X(STRANDS, "test-strands")       \
     X(AUTO, "auto")
 
 typedef enum dh_mode {
@@ -89,8 +89,10 @@ typedef enum dh_cfg_kind {
       "operation's signature, thread, stream and device time to `DHELIX_PROFILE`, the "     \
       "input of `dhelix plan`. plan executes the Strand Interleaving plan in "              \
       "`DHELIX_PLAN`. stress defers every operation it legally can and re-issues "          \
-      "independent streams in a seeded random order (a test of exactness). strands runs "   \
-      "two strands assigned by issuing-thread phases without a plan (a test mode). auto "     \
+      "independent streams in a seeded random order (a test of exactness). test-strands "  \
+      "runs two strands assigned by issuing-thread phases without a plan: a test-only "   \
+      "switch for single-process tests, not exact on multi-rank jobs (no agreement "       \
+      "between ranks; use plan or auto). auto "                                              \
       "profiles the first iterations, plans in the process, agrees with the other ranks " \
       "on the plan and the iteration to switch at, then runs it (and caches it in "      \
       "`DHELIX_PLAN_CACHE`). The default is plan when `DHELIX_PLAN` is set.")                                         \
@@ -124,6 +126,12 @@ typedef enum dh_cfg_kind {
       "every rank goes back to program order (passthrough) when the speedup is not above " \
       "`DHELIX_AUTO_MIN_GAIN`. 0: not measured. Not measured after a switch at the first " \
       "iteration (a cached plan).")                                                         \
+    X(AUTO_SWITCH_WAIT_MS, auto_switch_wait_ms, INT, "3000", NULL, 0, 600000,               \
+      "Auto mode: longest wait, in milliseconds, of each rank for the plan at the switch "  \
+      "boundary (the iteration after the one at which its recording stopped), so that "    \
+      "every rank switches there however fast its host plans; past it (a rank whose "      \
+      "recording stops later, one that diverged while profiling) the ranks switch at the " \
+      "first iteration at which all hold the plan. 0: no wait.")                            \
     X(PROFILE_OPS, profile_ops, INT, "4000000", NULL, 1000, 10000000,                       \
       "Most operations profile mode records if no iteration has repeated by then (it stops " \
       "by itself once one has); later ones run unrecorded.")                                 \

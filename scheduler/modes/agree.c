@@ -403,6 +403,15 @@ int dh_agree_switch(uint64_t k, int ready)
     return d == DH__NEVER ? -1 : d;
 }
 
+int dh_agree_switch_never(void)
+{
+    if (!dh_agree_needed() || !dh__ag.opened)
+        return 0;
+    if (!dh__ag.broken && !dh__ag.silent)
+        dh__poll_decisions();
+    return dh__ag.broken || dh__ag.silent || dh__ag.sw_never[0];
+}
+
 int dh_agree_switch_back(uint64_t k, int yes)
 {
     if (!dh_agree_needed())

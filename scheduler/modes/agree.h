@@ -83,6 +83,13 @@ void dh_agree_open(void);
  * dh_agree_vote. */
 int dh_agree_switch(uint64_t k, int ready);
 
+/* Whether no switch round can be decided yes any more: a rank voted "never" on one, or the
+ * channel broke (dh_agree_switch would return -1). Reads the decisions that have come and
+ * waits for nothing; 0 before the channel opened. Auto mode polls it while it waits for
+ * its plan at the switch boundary, which a rank that will hold none ends. Same thread rules
+ * as dh_agree_vote. */
+int dh_agree_switch_never(void);
+
 /* Auto mode's switch back to program order: every rank calls it once at the same
  * iteration boundary k (a fixed number of boundaries after the switch), rank 0 with yes 1
  * when the ranks are to switch back (it measured no gain) and 0 otherwise, the others

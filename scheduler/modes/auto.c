@@ -59,6 +59,9 @@
 #include "sched_int.h"
 #include "tracker.h"
 
+#define DH__START_SLACK 4 /* as tracker.c's: ops after a synchronisation an iteration may
+                             start at */
+#define DH__POLL_MS 20 /* how often a wait for the plan looks for another rank's "never" */
 #define DH__RING 64 /* program-order iteration times kept (DHELIX_AUTO_MEASURE_ITERS at most) */
 
 static struct {
@@ -70,10 +73,18 @@ static struct {
                                      measurement after the switch is over */
     /* guarded by dh__s.lock: */
     int first, synced, started;
-    uint64_t seg;                 /* segments the program started */
+    int since, taken;             /* ops since the last synchronisation; a boundary was
+                                     found since it */
+    uint64_t prev_sig, before_sync; /* the last op's signature; the one before the last
+                                     synchronisation */
+    uint64_t next_k;              /* the next boundary's number once recording stopped, 0
+                                     before */
     /* The voting thread's (agree.h: one framework thread at a boundary at a time): */
     int measure;                  /* this rank measures (rank 0, DHELIX_AUTO_MEASURE_ITERS) */
     uint64_t sw, back_at;         /* the switch boundary; the switch-back round's, 0 none */
+    int64_t due;                  /* the boundary this rank switches at ("the switch
+                                     boundary" below), -1 not known yet */
+    int waited;                   /* it waited for the plan there (once) */
     struct {
         cudaEvent_t ev[2];
         int64_t ev_k[2];          /* the boundary each event marks, -1 none */
@@ -85,6 +96,7 @@ static struct {
     } m;
     /* guarded by lock: */
     pthread_mutex_t lock;
+    pthread_cond_t cv;            /* ready or no_plan was set */
     dh_plan_t *plan;
     char plan_name[600];
     char what[16], why[400];      /* "no plan" or "not used", and why (no_plan) */
@@ -94,8 +106,9 @@ static struct {
     /* The planning thread's use of the device (the profile's events) vs exit: */
     pthread_mutex_t dev_lock;
     int exiting;                  /* guarded by dev_lock */
-} dh__a = {.first = 1, .m = {.ev_k = {-1, -1}, .dev = -1},
-           .lock = PTHREAD_MUTEX_INITIALIZER, .dev_lock = PTHREAD_MUTEX_INITIALIZER};
+} dh__a = {.first = 1, .due = -1, .m = {.ev_k = {-1, -1}, .dev = -1},
+           .lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,
+           .dev_lock = PTHREAD_MUTEX_INITIALIZER};
 
 static double dh__mono(void)
 {
@@ -121,7 +134,7 @@ int dh_auto_init(void)
 {
     dh__a.on = 1;
     dh__a.st.on = 1;
-    dh__a.st.switch_iteration = dh__a.st.passthrough_iteration = -1;
+    dh__a.st.switch_iteration = dh__a.st.passthrough_iteration = dh__a.st.switch_due = -1;
     dh__a.st.planning_ms = dh__a.st.ready_ms = -1;
     dh__a.measure = dh_agree_rank() == 0 && dh_config()->auto_measure_iters > 0;
     snprintf(dh__a.st.status, sizeof dh__a.st.status, "profiling");
@@ -237,8 +250,9 @@ static void dh__set_ready(dh_plan_t *p, const char *name)
     dh__a.st.predicted = dh__predicted(p);
     if (dh__a.st.planning_ms < 0)
         dh__a.st.planning_ms = p->planning_s * 1000.0;
-    pthread_mutex_unlock(&dh__a.lock);
     atomic_store(&dh__a.ready, 1);
+    pthread_cond_broadcast(&dh__a.cv);
+    pthread_mutex_unlock(&dh__a.lock);
 }
 
 void dh_auto_first_call(void)
@@ -403,8 +417,9 @@ static void dh__no_plan(const char *what, const char *why)
     snprintf(dh__a.why, sizeof dh__a.why, "%s", why);
     if (!atomic_load(&dh__a.done)) /* else this rank went passthrough already, and said why */
         snprintf(dh__a.st.status, sizeof dh__a.st.status, "%s: %.180s", what, why);
-    pthread_mutex_unlock(&dh__a.lock);
     atomic_store(&dh__a.no_plan, 1);
+    pthread_cond_broadcast(&dh__a.cv);
+    pthread_mutex_unlock(&dh__a.lock);
 }
 
 static void *dh__plan_main(void *arg)
@@ -465,15 +480,21 @@ static void *dh__plan_main(void *arg)
     return NULL;
 }
 
-void dh_auto_drained(void)
+/* Starts the planning thread once recording stopped; every recorded op must have been
+ * replayed (dh_prof_take): wait 1 waits for the queue to empty first, else the caller has
+ * just drained. */
+static void dh__start_planning(int wait)
 {
-    if (!dh__a.on || atomic_load(&dh__a.switched))
-        return;
     pthread_mutex_lock(&dh__s.lock);
     int go = !dh__a.started && !atomic_load(&dh__a.ready) && dh__s.mode == DH_MODE_PROFILE &&
              dh_prof_stopped();
     if (go)
         dh__a.started = 1;
+    /* Profile mode lets every op out as it comes: the dispatcher only has to catch up. */
+    while (go && wait && dh__s.started && dh__s.low_water < dh__s.next_seq) {
+        pthread_cond_signal(&dh__s.work);
+        pthread_cond_wait(&dh__s.done, &dh__s.lock);
+    }
     pthread_mutex_unlock(&dh__s.lock);
     if (!go)
         return;
@@ -486,6 +507,13 @@ void dh_auto_drained(void)
     if (pthread_create(&t, &at, dh__plan_main, NULL) != 0)
         dh__no_plan("no plan", "the planning thread could not start");
     pthread_attr_destroy(&at);
+}
+
+void dh_auto_drained(void)
+{
+    if (!dh__a.on || atomic_load(&dh__a.switched))
+        return;
+    dh__start_planning(0);
 }
 
 /* ---- passthrough ---- */
@@ -672,10 +700,91 @@ static void dh__after_switch(uint64_t k)
 
 void dh_auto_synced(void) { dh__a.synced = 1; }
 
+/* The switch boundary (the voting thread): a rank says "ready" only from the boundary after
+ * the one where its recording stopped (dh__a.due) on, and there it first waits for the
+ * planning thread's outcome (a plan, or none), once, bounded by DHELIX_AUTO_SWITCH_WAIT_MS.
+ * Before, a rank was ready at the first boundary at which its plan happened to have
+ * arrived, so the switch iteration depended on how fast the host planned against how fast
+ * the program ran: on a loaded 2-core machine si.auto_pp_tp switched at iteration 6 of 8
+ * instead of 5, too late for rank 0's measurement (issue 27). Now, when every rank's
+ * recording stops at the same boundary s (the same program on every rank), every rank is
+ * ready at s + 1 whatever the hosts' speed, and all switch there; ranks whose recordings
+ * stop one boundary apart switch at the later one's s + 1.
+ * Why the wait cannot hang: at s + 1 every rank whose recording stopped by then has sent
+ * its profile without needing anything more from this rank (it stopped at a host
+ * synchronisation before its boundary s + 1, and this rank has issued everything before
+ * its own), so rank 0 plans and answers. A rank whose recording stops later (it diverged
+ * while profiling: two repetitions of its iteration must follow the divergence) may need
+ * this rank's next iteration to get there (auto_moe_ep_dyn, whose ranks' iterations differ
+ * with their data: one rank's recording stopped two iterations after the other's); the
+ * bound, shorter than the agreement's timeout since it stalls the job, ends that wait, and
+ * this rank is then ready at the first boundary at which it holds the plan, as before (the
+ * switch follows the plan's arrival there; every rank still switches at one boundary). */
+static int dh__ready_at(uint64_t k, int ready)
+{
+    if (dh__a.st.cache_hit)
+        return ready; /* ready from the program's first boundary on, on every rank */
+    if (dh__a.due < 0 || k < (uint64_t)dh__a.due)
+        return 0;
+    if (ready || atomic_load(&dh__a.no_plan) || dh__a.waited ||
+        dh_config()->auto_switch_wait_ms == 0)
+        return ready;
+    dh__a.waited = 1;
+    /* Recording may have stopped at an op after a synchronisation with no drain since
+     * (auto_moe_ep_dyn's rank 1): the planning thread starts at the next drain, which
+     * this wait would keep from coming. */
+    dh__start_planning(1);
+    double t0 = dh__mono(), limit = (double)dh_config()->auto_switch_wait_ms / 1000.0;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += (time_t)(limit);
+    until.tv_nsec += (long)((limit - (double)(time_t)limit) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    /* A rank that will hold no plan votes "never" without waiting for its planning
+     * thread (auto_busy: rank 0 cannot listen, rank 1's exchange waits for a listener
+     * that never answers): the wait also ends on that, looked for every DH__POLL_MS. */
+    pthread_mutex_lock(&dh__a.lock);
+    int rc = 0, never = 0;
+    while (!atomic_load(&dh__a.ready) && !atomic_load(&dh__a.no_plan) && !never) {
+        struct timespec step;
+        clock_gettime(CLOCK_REALTIME, &step);
+        step.tv_nsec += DH__POLL_MS * 1000000L;
+        if (step.tv_nsec >= 1000000000L) {
+            step.tv_sec++;
+            step.tv_nsec -= 1000000000L;
+        }
+        int last = step.tv_sec > until.tv_sec ||
+                   (step.tv_sec == until.tv_sec && step.tv_nsec >= until.tv_nsec);
+        rc = pthread_cond_timedwait(&dh__a.cv, &dh__a.lock, last ? &until : &step);
+        if (rc == ETIMEDOUT && last)
+            break;
+        if (rc == ETIMEDOUT) {
+            pthread_mutex_unlock(&dh__a.lock);
+            never = dh_agree_switch_never();
+            pthread_mutex_lock(&dh__a.lock);
+        }
+    }
+    ready = atomic_load(&dh__a.ready);
+    int came = ready || never || atomic_load(&dh__a.no_plan);
+    dh__a.st.switch_wait_ms = (dh__mono() - t0) * 1000.0;
+    pthread_mutex_unlock(&dh__a.lock);
+    if (!came)
+        DH_INFO(PLAN, "auto: no plan within %lld ms at iteration %llu, the switch boundary (a "
+                "rank whose recording stops later, one that diverged while profiling?): "
+                "switching at the first boundary at which every rank holds it",
+                (long long)dh_config()->auto_switch_wait_ms, (unsigned long long)k);
+    return ready;
+}
+
 /* Boundary k before the switch: the switch round. */
 static void dh__switch_round(uint64_t k)
 {
-    int no = atomic_load(&dh__a.no_plan), ready = atomic_load(&dh__a.ready);
+    int no = atomic_load(&dh__a.no_plan);
+    int ready = no ? 0 : dh__ready_at(k, atomic_load(&dh__a.ready));
+    no = atomic_load(&dh__a.no_plan);
     int r = dh_agree_switch(k, no ? 2 : ready);
     if (r < 0 || no) {
         dh__give_up(k, no);
@@ -738,24 +847,54 @@ void dh_auto_submit(const dh_op_t *op, const dh_op_desc_t *d)
 {
     if (!dh__a.on || atomic_load_explicit(&dh__a.done, memory_order_relaxed))
         return;
-    (void)d;
     pthread_mutex_lock(&dh__s.lock);
     int boundary = 0;
     uint64_t k = 0;
-    if (dh__a.first || dh__a.synced) {
-        /* This op starts segment seg (profile_rec.c numbers them alike). Iteration 0
-         * starts at the first op; the others where the recorder's period says, once it
-         * stopped: the same iterations on every rank whose program is the same. */
-        uint64_t seg = dh__a.seg++;
+    /* Iteration 0 starts at the first op; the others, once recording stopped, where the
+     * recorded iteration's first op comes among the first DH__START_SLACK ops after a
+     * synchronisation that came right after its last op (tracker.c's rule for where an
+     * iteration starts, and for the same reasons): the same iterations on every rank whose
+     * program is the same, whatever a rank adds of its own (a logging rank's host
+     * synchronisation inside an iteration, ops before the first). Counting segments
+     * instead (iteration k at segment next + (k - it) p) put a rank that synchronised once
+     * more a boundary ahead of its peers from then on: its switch-back round came an
+     * iteration early and its peers' waited for it until the timeout. */
+    uint64_t first_sig = 0, last_sig = 0;
+    int edges = dh_prof_period_edges(&first_sig, &last_sig);
+    if (dh__a.synced) {
+        dh__a.since = 0;
+        dh__a.before_sync = dh__a.prev_sig;
+        dh__a.taken = 0;
+    }
+    if (dh_prof_stopped() && !dh__a.next_k) {
+        /* Recording stopped at this window's synchronisation: iteration it starts here
+         * (at this op when it is the window's first: boundary it, from which rank 0 times
+         * the program-order iteration before the switch), and the next boundary is it + 1. */
         size_t p = 0, next = 0;
         uint64_t it = 0;
-        if (seg == 0) {
+        dh_prof_period(&p, &next, &it);
+        if (dh__a.since == 0 && !dh__a.first) {
             boundary = 1;
-        } else if (dh_prof_period(&p, &next, &it) && seg >= next && seg % p == next % p) {
-            boundary = 1;
-            k = it + (seg - next) / p;
+            k = it;
         }
+        dh__a.next_k = it + 1;
+        dh__a.taken = 1;
+        dh__a.due = (int64_t)it + 1;
+        pthread_mutex_lock(&dh__a.lock);
+        dh__a.st.switch_due = dh__a.due;
+        pthread_mutex_unlock(&dh__a.lock);
     }
+    if (dh__a.first) {
+        boundary = 1;
+    } else if (edges && !dh__a.taken && dh__a.since < DH__START_SLACK &&
+               dh__a.before_sync == last_sig && d->sig == first_sig) {
+        boundary = 1;
+        k = dh__a.next_k++;
+        dh__a.taken = 1;
+    }
+    if (dh__a.since < DH__START_SLACK)
+        dh__a.since++;
+    dh__a.prev_sig = d->sig;
     dh__a.first = dh__a.synced = 0;
     int idle = dh__s.low_water >= dh__s.next_seq;
     pthread_mutex_unlock(&dh__s.lock);

@@ -9,6 +9,10 @@
  * takes part in a switch round
  * (dh_agree_switch): once every rank holds the plan at the same boundary, each attaches it
  * there (the tracker, as if from DHELIX_PLAN, with the same checks) and plan mode starts.
+ * A rank holds it, for the round, from the boundary after the one where its recording
+ * stopped on, and waits there for the planning thread (bounded by DHELIX_AUTO_SWITCH_WAIT_MS):
+ * the switch iteration does not depend on how fast the host plans (auto.c, "the switch
+ * boundary").
  * With DHELIX_PLAN_CACHE the plan is written to a file keyed by the program (its command
  * line), the world size, DHELIX_LAYOUT and the device; a start that finds it skips the
  * profile and switches at boundary 0 (every rank must find it; else profile as usual).
@@ -55,6 +59,9 @@ void dh_auto_fini(void);
 typedef struct dh_auto_stats {
     int on, switched, cache_hit, plan_ready;
     int64_t switch_iteration;       /* -1 none */
+    int64_t switch_due;             /* the switch boundary: the boundary after the one where
+                                       recording stopped, -1 not yet (auto.c) */
+    double switch_wait_ms;          /* the wait for the plan there, 0 none */
     double planning_ms;             /* the planner on rank 0, -1 none */
     double ready_ms;                /* recording stopped -> plan held here, -1 none */
     double predicted;               /* predicted speedup of the plan, 0 none */

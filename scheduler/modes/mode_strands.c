@@ -1,10 +1,10 @@
 /*
- * mode_strands.c: DHELIX_MODE=strands, a test mode that pairs without a plan. Each maximal
- * run of ops from one thread is a phase; odd phases (the backward thread of micro-batch i)
- * run on strand 0, even phases (the forward of i+1) on strand 1, and phases 2k-1 and 2k form
- * co-execution group k. A group is complete once a later one has started. What strand 1
- * must follow is decided by the dependency rules alone (deps.h), from the last host
- * synchronisation on.
+ * mode_strands.c: DHELIX_MODE=test-strands, a test-only switch that pairs without a plan
+ * (not exact on multi-rank jobs: docs/shim.md). Each maximal run of ops from one thread is
+ * a phase; odd phases (the backward thread of micro-batch i) run on strand 0, even phases
+ * (the forward of i+1) on strand 1, and phases 2k-1 and 2k form co-execution group k. A
+ * group is complete once a later one has started. What strand 1 must follow is decided by
+ * the dependency rules alone (deps.h), from the last host synchronisation on.
  */
 #include "deps.h"
 #include "mode.h"

@@ -67,6 +67,10 @@ static struct {
                                        segment's index (an iteration starts there) */
     int64_t free_min;               /* the least device memory free after an op's allocations
                                        (cudaMemGetInfo); -1 not read */
+    uint64_t last_sig, before_sig;  /* the last op's signature; the one before it */
+    uint64_t period_first, period_last; /* once stopped: the iteration's first and last op's
+                                       signatures (edges: known) */
+    int edges;
 } dh__pr = {.free_min = -1};
 static int dh__comm_index(const void *reg)
 {
@@ -286,6 +290,13 @@ static void dh__close_segment(void)
 uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
                         const int64_t *sizes, size_t nsizes, int stream_ordinal, int64_t dep)
 {
+    if (dh__pr.stopped && !dh__pr.edges && !dh__pr.failed) {
+        /* Stopped at the synchronisation before this op (dh_prof_sync): it starts an
+         * iteration, the op before it ended one. */
+        dh__pr.period_first = d->sig;
+        dh__pr.period_last = dh__pr.last_sig;
+        dh__pr.edges = 1;
+    }
     if (dh__pr.stopped || dh__pr.failed)
         return 0;
     if (!dh__pr.max)
@@ -337,8 +348,16 @@ uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
                 "unrecorded", i);
         return 0;
     }
+    dh__pr.before_sig = dh__pr.last_sig;
+    dh__pr.last_sig = r.sig;
     if (i == 0 || r.sync_before) {
         dh__close_segment();
+        if (dh__pr.stopped && !dh__pr.edges) {
+            /* Stopped at the synchronisation before this op, which starts an iteration. */
+            dh__pr.period_first = r.sig;
+            dh__pr.period_last = dh__pr.before_sig;
+            dh__pr.edges = 1;
+        }
         dh__pr.seg_h = 0xcbf29ce484222325ull;
         dh__pr.seg_sig = r.sig;
         dh__pr.seg_thread = r.thread;
@@ -481,6 +500,15 @@ static void dh__release(void)
 }
 
 int dh_prof_stopped(void) { return dh__pr.stopped; }
+
+int dh_prof_period_edges(uint64_t *first, uint64_t *last)
+{
+    if (!dh__pr.stopped || !dh__pr.edges)
+        return 0;
+    *first = dh__pr.period_first;
+    *last = dh__pr.period_last;
+    return 1;
+}
 
 int dh_prof_period(size_t *p, size_t *next, uint64_t *iter)
 {

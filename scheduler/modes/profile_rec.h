@@ -35,6 +35,10 @@ int dh_prof_stopped(void);
  * (from 0; after set-up, the iterations before the stop rule's stretch are counted by how
  * they start). 0 before. */
 int dh_prof_period(size_t *p, size_t *next, uint64_t *iter);
+/* Lock held, once stopped: the signatures of the iteration's first op and of its last (the
+ * ops on either side of the synchronisation recording stopped at); 0 before (or when the
+ * stop came otherwise), 1 with them set. */
+int dh_prof_period_edges(uint64_t *first, uint64_t *last);
 /* Auto mode, once recording stopped and every recorded op was replayed (any thread, once):
  * reads the events and hands the profile over as JSON in *buf (malloc'ed, *len bytes), the
  * ops recorded in *nops; frees the recorder. 0, or -1 with err set. */

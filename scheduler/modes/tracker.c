@@ -25,9 +25,18 @@
 
 typedef enum { DH__T_SEARCH, DH__T_TRACK, DH__T_DESYNC, DH__T_OFF } dh__tstate_t;
 
+/* An iteration starts at the template's first op among the first DH__START_SLACK ops after
+ * a host synchronisation (or the program's start), not only at the very first: a rank that
+ * issues an op or two of its own there (a logging rank's memset and stream query, issue 27)
+ * must start the iteration where its peers do, or it counts iterations differently and the
+ * ranks' votes (keyed by that count) no longer meet. Small, because an op of the template's
+ * first kind a few ops after a synchronisation inside an iteration would start one falsely. */
+#define DH__START_SLACK 4
+
 static struct {
     dh_plan_walk_t *w;                /* this rank's template; immutable once loaded */
     size_t nops;
+    uint64_t last_sig;                /* the template's last op's signature */
     int ngroups, nphases;
     uint64_t held_ops, held_bytes;    /* what the plan holds back at most */
     double max_extra;                 /* the plan's max_extra_mem_bytes */
@@ -40,6 +49,11 @@ static struct {
     uint64_t pair_stamp;              /* allocation stamp when the current pair began */
     int open;                         /* open_group holds unpaired ops */
     int sync_seen, first_op, warned_episode, new_iter;
+    int since_sync;                   /* ops since the last host synchronisation */
+    uint64_t prev_sig;                /* the last op's signature */
+    int ends_iter;                    /* the op before the last synchronisation was the
+                                         template's last */
+    int win_started;                  /* an iteration started since that synchronisation */
     uint64_t iters_tracked, searched;
     dh_tracker_stats_t st;
     /* The plan's pairs, checked against the program (see dh__probe): */
@@ -62,6 +76,9 @@ static struct {
     int settled;                      /* the rest of this iteration runs in program order */
     dh_unpaired_t why;                /* ... because of this (pairing.h) */
     uint64_t no_due;                  /* 1 + the key of a "no" to cast, 0 none */
+    uint64_t restart_until;           /* an iteration begun diverged at its first op
+                                         (dh__begin_diverged): a restart at a boundary up to
+                                         this many ops seen is that iteration's; 0 none */
     int seq_due;                      /* what is held must go out in program order */
 } dh__t;
 
@@ -143,6 +160,12 @@ int dh_tracker_attach(dh_plan_t *p, const char *path)
         }
         dh__t.state = DH__T_SEARCH;
         dh__t.first_op = 1;
+        dh_plan_cursor_t c = {0, 0, 0, 0};
+        for (size_t i = 0; i + 1 < s->nops; i++)
+            dh_plan_walk_next(dh__t.w, &c);
+        dh_plan_here_t last;
+        dh_plan_walk_at(dh__t.w, &c, &last);
+        dh__t.last_sig = last.op->sig;
         int two = 0;
         for (int g = 0; g < s->ngroups; g++)
             two += s->groups[g].a_n > 0 && s->groups[g].b_n > 0;
@@ -371,6 +394,7 @@ static void dh__after_strand_a(dh_op_t *op)
 static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
 {
     if (dh__t.cur.c == 0) {
+        dh__t.win_started = 1;
         /* Tensors made from here on belong to this iteration's micro-batches (op.h). */
         atomic_store_explicit(&dh__s.young_from, dh_sched_stamp(), memory_order_relaxed);
         dh__t.new_iter = 1;
@@ -440,6 +464,54 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
     return out;
 }
 
+/* Lock held, op d does not match the template at cur (> 0): whether the iteration just
+ * started was a false start (the program matched the template's first op one step early,
+ * see dh_tracker_assign). Keys count the template iterations a rank starts, so every rank
+ * must count a false start alike, whatever else it knows about the iteration: the probe
+ * (dh__take) settles its iteration at its first op, and a rank whose probe came later than
+ * its peers' (it diverged in its first one) meets the false start while probing where they
+ * meet it while following the plan, or not at all. Left uncounted there, its keys ran one
+ * ahead of its peers' from then on: a "no" of its own landed on a round of their next
+ * iteration and their yes votes matched its votes of the iteration before, so the two
+ * issued different iterations' collectives (issue 27). Nothing of the iteration was held
+ * or voted on yet (no pair began: at most the probe's own "no", which the restart casts
+ * again on the same key). Only an op that directly follows a host synchronisation
+ * (boundary) restarts the iteration at once; anywhere else (a rank's extra op right after
+ * the iteration's first one, of that first op's kind) the iteration did start, and counts:
+ * the mismatch is a desync, whose "no" its peers are waiting for. */
+static int dh__false_start(const dh_op_desc_t *d, int boundary)
+{
+    return boundary && dh__t.agree && dh__t.cur.c > 0 && dh__t.nvp > 0 && dh__t.vpi == 0 &&
+           dh__t.sub == 0 && (!dh__t.settled || dh__t.probing) &&
+           dh__t.cur.c <= dh__t.vp[0].c0 && dh__match(&dh__first, d);
+}
+
+/* Lock held, following the plan at an iteration boundary (cur at op 0): the iteration
+ * starts here and differs from the template at its first op. Counts it and says no to it
+ * (dh__take's start, without the op). */
+static void dh__begin_diverged(void)
+{
+    dh__t.iter_no++;
+    dh__t.vpi = 0;
+    dh__t.sub = 0;
+    dh__t.settled = 0;
+    dh__settle(1, DH_UNPAIRED_DESYNC);
+    /* The template's first op may still come after a host synchronisation of the same
+     * iteration (a rank that synchronises before its loop's first op): that restart, before
+     * the ops of the template's first pair could have come, is this iteration again. */
+    dh__t.restart_until = dh__t.st.matched_ops + dh__t.st.unmatched_ops + 1 +
+                          (dh__t.nvp > 0 ? dh__t.vp[0].c0 : 0);
+}
+
+/* Lock held, resynchronising at a boundary: 1 when the iteration that starts here is the
+ * one begun diverged (dh__begin_diverged), already counted and said no to. */
+static int dh__restart_same(void)
+{
+    uint64_t until = dh__t.restart_until;
+    dh__t.restart_until = 0;
+    return until && dh__t.st.matched_ops + dh__t.st.unmatched_ops <= until;
+}
+
 static void dh__note_desync(const dh_op_desc_t *d, const dh_op_t *op)
 {
     const dh_plan_op_t *t = dh__op_at(&dh__t.cur);
@@ -457,12 +529,39 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         return;
     }
     /* Whether op directly follows a host synchronisation (or starts the program). */
-    int boundary = dh__t.sync_seen || dh__t.first_op;
+    if (dh__t.sync_seen || dh__t.first_op) {
+        dh__t.since_sync = 0;
+        dh__t.win_started = 0; /* one start per window: a rank that desynced at the
+                                  iteration's second op must not restart at a later op of
+                                  the first kind in the same window (auto_a's d2.start) */
+    }
+    if (dh__t.first_op)
+        dh__t.ends_iter = 1; /* the program's start, or auto mode's switch boundary */
     dh__t.sync_seen = 0;
     dh__t.first_op = 0;
+    int boundary = dh__t.since_sync < DH__START_SLACK;
+    if (dh__t.since_sync < DH__START_SLACK)
+        dh__t.since_sync++;
+    dh__t.prev_sig = d->sig;
+    /* Where an iteration may start when not following one: among the first ops after a
+     * synchronisation that came right after the template's last op (an iteration's end),
+     * or at the program's start. A synchronisation inside an iteration (a rank's own, a
+     * pipeline's exchange) is no start even when an op of the template's first kind
+     * follows it: a rank that searches would count an iteration there that its peers,
+     * following the plan, do not, and their votes would no longer meet (issue 27). */
+    int start = boundary && dh__t.ends_iter && !dh__t.win_started;
     if (dh__t.state == DH__T_TRACK) {
         if (dh__match(&dh__t.cur, d)) {
             *flush = dh__take(op, d);
+            return;
+        }
+        if (dh__t.cur.c == 0 && boundary && dh__t.iters_tracked > 0) {
+            /* Between two followed iterations, right after the synchronisation that ended
+             * the last: an op of this rank's own before its next iteration's first (a rank
+             * that logs). It runs now, in program order; the iteration starts at the
+             * template's first op as on every other rank, and pairs. */
+            dh__unpaired(op);
+            *flush = 1;
             return;
         }
         /* Mid-iteration mismatch: what is held is issued now, in a legal order. */
@@ -470,9 +569,7 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         /* At an iteration boundary the program may simply have left the loop (evaluation,
          * cleanup), and a first iteration may differ from the steady state (lazy set-up):
          * only a mismatch inside an iteration after a matched one is a desync. */
-        if (dh__t.agree && dh__t.cur.c > 0 && dh__t.nvp > 0 && dh__t.vpi == 0 &&
-            dh__t.sub == 0 && !dh__t.settled && dh__t.cur.c <= dh__t.vp[0].c0 &&
-            dh__match(&dh__first, d)) {
+        if (dh__false_start(d, start)) {
             /* The iteration just started did not get as far as any pair, and the op that
              * ends it starts the template again: the program matched the template's first
              * op one step early (a template whose first op also ends the previous
@@ -483,6 +580,15 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
             dh__t.iter_no--;
         } else if (dh__t.cur.c > 0) {
             dh__settle(1, DH_UNPAIRED_DESYNC);
+        } else if (dh__t.agree && dh__t.iters_tracked > 0) {
+            /* The iteration after a followed one differs from its first op on (a rank that
+             * logs, at the top of its loop, an op its peers do not issue). Its peers start
+             * the iteration and will vote on its pairs: it counts as started here, and
+             * this rank says no to it at once, as for a desync inside it. Were it not
+             * counted, this rank would cast nothing and its peers would wait for its vote
+             * until the timeout. A program that left its loop does the same on every rank
+             * (each says no to an iteration nobody runs, and counts it alike). */
+            dh__begin_diverged();
         }
         if (dh__t.cur.c > 0 && dh__t.iters_tracked > 0) {
             /* An iteration abandoned (a false start is none): it ran as planned up to here
@@ -507,7 +613,7 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
     }
     DH_DEBUG(PLAN, "searching: %s '%s' sig %016llx%s", dh_op_kind_name(op->kind), d->name,
              (unsigned long long)d->sig, boundary ? " (after a synchronisation)" : "");
-    if (boundary && dh__match(&dh__first, d)) {
+    if (start && dh__match(&dh__first, d)) {
         if (dh__t.state == DH__T_DESYNC)
             dh__t.st.resyncs++;
         DH_INFO(PLAN, "following the plan from op %llu of the program (%llu unmatched before)",
@@ -516,7 +622,14 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         dh__t.state = DH__T_TRACK;
         dh__t.warned_episode = 0;
         dh__t.iters_tracked = 0;
+        int same = dh__restart_same();
+        if (same)
+            dh__t.iter_no--; /* dh__take counts it again */
         *flush = dh__take(op, d);
+        if (same) {
+            dh__t.settled = 0;
+            dh__settle(1, DH_UNPAIRED_DESYNC); /* its peers heard no already: again */
+        }
         return;
     }
     dh__unpaired(op);
@@ -673,6 +786,7 @@ void dh_tracker_floor(uint64_t g)
 void dh_tracker_sync(void)
 {
     dh__t.sync_seen = 1;
+    dh__t.ends_iter = dh__t.w && dh__t.prev_sig == dh__t.last_sig;
     /* Work forwarded or drained now runs in program order; the next unpaired op starts a
      * fresh group. */
     dh__t.open = 0;

@@ -7,7 +7,9 @@
  * A mismatch (an extra op, a missing one, a changed shape) is a desync: the held groups
  * are flushed, one warning names the op and its call site, the ops run unpaired (strand 0,
  * program order), and the tracker re-synchronises at the next iteration boundary: the
- * template's first op right after a host synchronisation. A plan none of whose iterations
+ * template's first op among the first few ops after a host synchronisation that followed
+ * the template's last op (tracker.c DH__START_SLACK: ops a rank adds of its own there do
+ * not move its iteration count, which keys the ranks' votes). A plan none of whose iterations
  * match within three iterations' worth of ops (or by exit) is reported once as a plan for
  * another program, and the tracker stops matching.
  *

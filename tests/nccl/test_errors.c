@@ -86,7 +86,7 @@ static void contract(const char *fail, int want_call, int want_async)
                      "next %d; expected %d, %d, %d (is fault injection working?)", fail, k,
                      base[k].calls[2], base[k].async, base[k].next, want_call, want_async,
                      want_async);
-    static const char *const modes[] = {"passthrough", "stress", "strands"};
+    static const char *const modes[] = {"passthrough", "stress", "test-strands"};
     for (int m = 0; m < 3; m++) {
         char what[128];
         snprintf(what, sizeof what, "VGPU_NCCL_FAIL=%s, DHELIX_MODE=%s", fail, modes[m]);
@@ -115,7 +115,7 @@ static void test_abort_with_queued_work(void **state)
     static const struct {
         int shim;
         const char *mode;
-    } runs[] = {{0, "passthrough"}, {1, "passthrough"}, {1, "stress"}, {1, "strands"}};
+    } runs[] = {{0, "passthrough"}, {1, "passthrough"}, {1, "stress"}, {1, "test-strands"}};
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         char dir[512], mode_env[64], what[96];
         dh_tmpdir_make(dir, sizeof dir);

@@ -42,7 +42,7 @@ static void test_every_mode_is_bit_identical(void **state)
         {"stress seed 1", {"VGPU_HAZARD=abort", "DHELIX_MODE=stress", "DHELIX_SEED=1", NULL}},
         {"stress seed 2", {"VGPU_HAZARD=abort", "DHELIX_MODE=stress", "DHELIX_SEED=2", NULL}},
         {"stress seed 3", {"VGPU_HAZARD=abort", "DHELIX_MODE=stress", "DHELIX_SEED=3", NULL}},
-        {"two strands", {"VGPU_HAZARD=abort", "DHELIX_MODE=strands", NULL}},
+        {"two strands", {"VGPU_HAZARD=abort", "DHELIX_MODE=test-strands", NULL}},
     };
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
         run_one(dir, 1, runs[i].env, got, runs[i].what);

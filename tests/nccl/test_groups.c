@@ -60,7 +60,7 @@ static void run_groups(const char *const *args, const char *const *env_extra, co
     snprintf(stats_env, sizeof stats_env, "DHELIX_STATS_FILE=%s/stats.%%p.json", dir);
     const char *env[16];
     int k = 0;
-    env[k++] = "DHELIX_MODE=strands";
+    env[k++] = "DHELIX_MODE=test-strands";
     env[k++] = "DHELIX_STATS=json";
     env[k++] = "VGPU_HAZARD=abort";
     env[k++] = "DHELIX_LOG=info";

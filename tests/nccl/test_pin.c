@@ -122,13 +122,13 @@ static void test_switching_a_group_off(void **state)
     dh_run_free(&r);
     dh_tmpdir_remove(dir);
 
-    static const char *const on[] = {"DHELIX_MODE=strands", "DHELIX_GROUPS=all", NULL};
+    static const char *const on[] = {"DHELIX_MODE=test-strands", "DHELIX_GROUPS=all", NULL};
     corun_t c = run_pin(on, "", base, "interleaved (DHELIX_GROUPS=all)", NULL);
     if (c.comm_ops != NP * 8 || c.overlapping == 0)
         fail_msg("interleaved: %d of %d all-reduces co-run with the other strand; expected "
                  "all %d traced and some co-running", c.overlapping, c.comm_ops, NP * 8);
 
-    static const char *const off[] = {"DHELIX_MODE=strands",
+    static const char *const off[] = {"DHELIX_MODE=test-strands",
                                       "DHELIX_GROUPS=!TENSOR_MODEL_PARALLEL*", NULL};
     c = run_pin(off, "", base, "pinned (DHELIX_GROUPS)", NULL);
     if (c.comm_ops != NP * 8 || c.overlapping != 0)

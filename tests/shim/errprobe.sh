@@ -28,7 +28,7 @@ run base "$vpre" || exit 1
 grep -q '^end ' "$out/base.out" || { echo "FAIL: the run without the shim did not finish"; exit 1; }
 runs=(passthrough:DHELIX_MODE=passthrough stress1:DHELIX_MODE=stress:DHELIX_SEED=1
       stress2:DHELIX_MODE=stress:DHELIX_SEED=2 stress3:DHELIX_MODE=stress:DHELIX_SEED=3
-      strands:DHELIX_MODE=strands profile:DHELIX_MODE=profile:DHELIX_PROFILE=$out/prof.json
+      strands:DHELIX_MODE=test-strands profile:DHELIX_MODE=profile:DHELIX_PROFILE=$out/prof.json
       "plan:DHELIX_PLAN=$plan")
 for spec in "${runs[@]}"; do
   IFS=: read -r -a f <<<"$spec"

@@ -596,7 +596,7 @@ static void test_stats_meta_by_mode(void **state)
     fx_t *f = *state;
     expect_meta(f, "passthrough", 0);
     expect_meta(f, "stress", 1);
-    expect_meta(f, "strands", 1);
+    expect_meta(f, "test-strands", 1);
 }
 
 /* A wrapper with nothing to forward to answers the API's "not initialised" error and

@@ -83,6 +83,10 @@
 #       one rank at a time diverges (WL_INJECT KIND@ITER:RANK: query, sync, extra, missing)
 #       while its peers follow the plan: exact, no collective mismatch, no vote timed out,
 #       paired groups after the last divergent iteration
+#   sweep_CFG_MODE_PART (CFG tpdp: llama-tiny TP=2 x DP=2, 4 ranks; vpp: gpt-tiny PP=2
+#       interleaved, 2 ranks; MODE plan or auto; PART a: points first start fwd0, b: fwd bwd
+#       end): every iteration and point once, one rank diverging (KIND@ITER:RANK/POINT, the
+#       rank and kind turning; two per run): each exact, no mismatch, no vote timed out
 # Everything goes under $SI_WORK (default $DH_BUILD_DIR/si/SCENARIO, DH_BUILD_DIR default
 # build/): per run NAME.cmd (the command), NAME.out (stdout, the JSON summary), NAME.err,
 # NAME.rc. On failure it prints which check failed, the paths and the stderr tails.
@@ -971,6 +975,95 @@ PY
 }
 
 
+# The divergence swept over the run (sweep_CFG_MODE_PART): every (iteration, point) once, one
+# rank diverging there (WL_INJECT KIND@ITER:RANK/POINT, tests/workloads/src/inject.h), two
+# of them per run half the run apart,
+# the rank and the kind turning with the iteration and the point, so that every point sees
+# every rank over the run and every iteration sees several kinds and ranks: before the plan
+# is followed, in the probe iteration (plan mode's first followed one, auto mode's switch
+# iteration), in the pairs, at the iteration's edges. Each run: exit 0, losses bit-identical
+# to the baseline's, no hazard, no collective called out of order (the vgpu), no vote timed
+# out and the channel never broke (DHELIX_STATS), every rank's switch at one iteration (auto).
+#   CFG: tpdp (llama-tiny TP=2 x DP=2, 4 ranks: the issue's job) or vpp (gpt-tiny PP=2
+#   interleaved, --vpp 2, 2 ranks); MODE: plan (6 iterations) or auto (8: it switches at 4);
+#   PART: a (points first start fwd0) or b (fwd bwd end).
+scenario_sweep() {
+  local cfg=$1 mode=$2 part=$3 n iters args points kinds=(query sync extra missing shape)
+  case $cfg in
+    tpdp) n=4 args=(--model llama-tiny --tp 2 --dp 2 --gbs 8 --mbs 1) ;;
+    vpp) n=2 args=(--model gpt-tiny --layers 4 --pp 2 --vpp 2 --gbs 4 --mbs 1) ;;
+  esac
+  case $mode in plan) iters=6 ;; auto) iters=8 ;; esac
+  case $part in a) points=(first start fwd0) ;; b) points=(fwd bwd end) ;; esac
+  args+=(--iters "$iters")
+  wl_run base "$n" WL_INJECT=none -- "${args[@]}"
+  run_ok base || return
+  local envs=()
+  if [ "$mode" = plan ]; then
+    profile prof "$n" WL_INJECT=none -- "${args[@]}" || return
+    make_plan prof || return
+    envs=("DHELIX_PLAN=$work/plan.json")
+  else
+    envs=(DHELIX_MODE=auto)
+  fi
+  # Two divergences per run, half the run apart (iterations i and i + iters/2, the same
+  # point, other ranks and kinds): pairing resumes between them, and the sweep takes half
+  # the runs.
+  local i p h=$((iters / 2)) bad=0 runs=0
+  for ((i = 0; i < h; i++)); do
+    for p in "${!points[@]}"; do
+      local pt=${points[$p]} spec="" j
+      for j in "$i" "$((i + h))"; do
+        local r=$(((j + p) % n)) kind=${kinds[$(((2 * j + p) % 5))]}
+        [ "$pt" = first ] && [ "$kind" = missing ] && kind=extra # nothing to leave out there
+        spec+="${spec:+,}$kind@$j:$r/$pt"
+      done
+      local name="d$i.$pt"
+      wl_run "$name" "$n" WL_INJECT="$spec" DHELIX_AGREE_TIMEOUT_MS=20000 "LD_PRELOAD=$shim" \
+        DHELIX_STATS=json "DHELIX_STATS_FILE=$work/$name.stats.%p.json" "${envs[@]}" -- "${args[@]}" >/dev/null
+      runs=$((runs + 1))
+      local why=""
+      if ! run_ok "$name" base >/dev/null; then
+        why="not exact or failed (status $(cat "$work/$name.rc"))"
+      elif grep -qi "mismatch on communicator" "$work/$name.err"; then
+        why="the vgpu saw a collective out of order: $(grep -i -m1 mismatch "$work/$name.err")"
+      else
+        # shellcheck disable=SC2046
+        why=$(python3 - "$mode" "$n" $(stats_files "$name") <<'PY'
+import json, sys
+mode, n, files = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+ms = {}
+for f in files:
+    m = json.load(open(f))["meta"]
+    if str(m.get("rank", "-")).isdigit():
+        ms[int(m["rank"])] = m
+bad = []
+if len(ms) != n:
+    bad.append("statistics from %d of %d ranks" % (len(ms), n))
+for r, m in sorted(ms.items()):
+    if m.get("agree_timeouts") or m.get("agree_broken"):
+        bad.append("rank %d: agree_timeouts %s, agree_broken %s" % (r, m.get("agree_timeouts"), m.get("agree_broken")))
+sw = {m.get("auto_switch_iteration") for m in ms.values()}
+if mode == "auto" and len(sw) != 1:
+    bad.append("switch iterations %s" % sorted(sw, key=str))
+pi = ",".join("%s" % ms[r].get("plan_iterations", 0) for r in sorted(ms))
+print("; ".join(bad) if bad else "ok (iterations followed per rank %s%s)" % (
+    pi, ", switch at %s" % sw.pop() if mode == "auto" else ""))
+PY
+)
+        [ "${why%% *}" = ok ] && { echo "      $spec: ${why}"; why=""; }
+      fi
+      if [ -n "$why" ]; then
+        bad=$((bad + 1))
+        fail "$spec: $why"
+        diag "$name" 8
+      fi
+    done
+  done
+  [ "$bad" = 0 ] && pass "sweep: $runs runs ($cfg, $mode mode, points ${points[*]}): every one exact, no mismatch, no vote timed out"
+}
+
+
 # DHELIX_MODE=auto beside the three-step flow (profile, dhelix plan, plan run) on one
 # configuration, 8 iterations: exact; every rank switched at the same iteration; and, on the
 # iterations after the switch and the tracker's checking iteration, the speedup over the
@@ -1025,6 +1118,16 @@ auto_judge() {
     return 1
   fi
   pass "$name: ${line#*] }"
+  # The switch boundary (auto.c): the boundary after the one where the last rank's recording
+  # stopped, however fast the host planned (a switch later than it fails here, not only
+  # when it leaves too few iterations to measure).
+  local due
+  due=$(sij meta auto_switch_due $(stats_files "$name") | awk '{print $2}' | sort -n | tail -1)
+  if [ "$sw" != 0 ] && [ "$sw" != "$due" ]; then
+    fail "$name: switched at iteration $sw, not at the switch boundary $due (auto_switch_due per rank: $(sij meta auto_switch_due $(stats_files "$name") | tr '\n' ' '); waits for the plan: $(sij meta auto_switch_wait_ms $(stats_files "$name") | tr '\n' ' ') ms)"
+  elif [ "$sw" != 0 ]; then
+    pass "$name: switched at the switch boundary $due (waits for the plan there: $(sij meta auto_switch_wait_ms $(stats_files "$name") | awk '{printf "%s%s ms", (NR > 1 ? ", " : ""), $2}'))"
+  fi
   if [ -n "$want" ] && [ "$sw" != "$want" ]; then
     fail "$name: switched at iteration $sw, expected $want"
   fi
@@ -1035,12 +1138,26 @@ auto_judge() {
   pt=$(sij meta auto_passthrough_iteration $(stats_files "$name") | awk '{print $2}' | sort -u)
   ms=$(sij meta auto_measured_speedup $(stats_files "$name") | awk '$1 == 0 {print $2}')
   if [ "$pt" != -1 ] && awk -v s="$ms" 'BEGIN { exit !(s > 0 && s <= 1.01) }'; then
+    # The three-step run measured as rank 0 measures (auto.c): the two program-order
+    # iterations before the switch against the two SI iterations after its checking one.
+    # (Where iterations differ with the data, moe_ep_dyn, the steady means would compare
+    # other iterations than rank 0 did, and the switch iteration is fixed now.)
     local t0 t1
-    t0=$(sij ms "$work/base.out") && t1=$(sij ms "$work/si.out")
+    read -r t0 t1 < <(python3 - "$work/base.out" "$work/si.out" "$sw" <<'PY'
+import json, sys
+def its(path):
+    t = open(path).read()
+    return [i["time_ms"] for i in json.JSONDecoder().raw_decode(t[t.find("{"):])[0]["iterations"]]
+b, s, sw = its(sys.argv[1]), its(sys.argv[2]), int(sys.argv[3])
+pre = [b[i] for i in range(max(1, sw - 2), sw)] or [b[sw]]
+post = [s[i] for i in range(sw + 1, min(sw + 3, len(s)))]
+print("%.6f %.6f" % (sum(pre) / len(pre), sum(post) / len(post) if post else 0))
+PY
+)
     if awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b > 0 && a / b <= 1.02) }'; then
-      pass "$name: rank 0 measured ${ms}x: not used after the switch; the three-step run gained no more ($t0 ms -> $t1 ms)"
+      pass "$name: rank 0 measured ${ms}x: not used after the switch; the three-step run gained no more on those iterations ($t0 ms -> $t1 ms)"
     else
-      fail "$name: rank 0 measured ${ms}x and switched back, but the three-step run went $t0 ms -> $t1 ms"
+      fail "$name: rank 0 measured ${ms}x and switched back, but the three-step run went $t0 ms -> $t1 ms on those iterations"
     fi
     auto_passthrough "$name" "$n" "Strand Interleaving" 1 0
     return
@@ -1311,6 +1428,9 @@ case $scenario in
   rotated_plan) set -- rotated_plan ;;
   agree_silent) set -- agree_silent ;;
   diverge_tpdp | diverge_pp) set -- diverge "${scenario#diverge_}" ;;
+  sweep_tpdp_plan_a | sweep_tpdp_plan_b | sweep_tpdp_auto_a | sweep_tpdp_auto_b | \
+  sweep_vpp_plan_a | sweep_vpp_plan_b | sweep_vpp_auto_a | sweep_vpp_auto_b)
+    IFS=_ read -r _ c m p <<<"$scenario"; set -- sweep "$c" "$m" "$p" ;;
   # DHELIX_MODE=auto (scenario_auto): the si configurations with 8 iterations.
   auto_tp_sp) set -- auto 2 0 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 ;;
   auto_tp_sp_init) set -- auto 2 0 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 --init-per-param ;;

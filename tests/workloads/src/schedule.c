@@ -141,7 +141,10 @@ void wl_sched_fwd(wl_sched_t *s, wl_mb_t *mb, void *input, int iter)
     void *x = mb->input;
     for (int l = l0; l < l0 + ms->lchunk; l++) {
         x = wl_layer_fwd(ms, &ms->layers[l], &mb->saved[l], x);
-        if (l == 0) wl_inject_point(iter, mb->index, s->M); /* WL_INJECT: mid-iteration */
+        if (l == 0) { /* WL_INJECT: mid-iteration */
+            wl_inject_point(WL_INJ_FWD0, mb->index, s->M);
+            wl_inject_point(WL_INJ_FWD, mb->index, s->M);
+        }
     }
     mb->output = x;
     if (wl_chunk_last(ms, mb->chunk)) wl_head_fwd(ms, mb, s->iter_loss);
@@ -160,6 +163,7 @@ static void *backward_step(wl_sched_t *s, wl_mb_t *mb, void *dout)
     }
     for (int l = l0 + ms->lchunk - 1; l >= l0; l--) {
         d = wl_layer_bwd(ms, &ms->layers[l], &mb->saved[l], d);
+        if (l == l0 + ms->lchunk - 1) wl_inject_point(WL_INJ_BWD, mb->index, s->M); /* WL_INJECT */
         wl_opt_ready_layer(s->opt, &ms->layers[l]);
     }
     if (wl_chunk_first(ms, mb->chunk)) {

@@ -47,12 +47,15 @@ static double now_s(void)
 static void iteration(run_t *r, int it, int step, double *loss, double *ms_out)
 {
     cudaStream_t s = wl_cur_stream();
+    wl_inject_begin(it); /* WL_INJECT's points (inject.h) */
     WL_CK(cudaEventRecord(r->t0, s));
+    wl_inject_point(WL_INJ_START, 0, 1);
     WL_CK(cudaMemsetAsync(r->iter_loss, 0, sizeof(float), s));
     wl_opt_zero_grad(r->opt);
     wl_sched_run(r->sched, it, r->iter_loss);
     wl_opt_finalize(r->opt);
     if (step) wl_opt_step(r->opt, (float)r->cfg.lr);
+    wl_inject_point(WL_INJ_END, 0, 1);
     /* Megatron reports the loss averaged over the data-parallel group. */
     if (r->ms.last) wl_allreduce(&r->ps.dp, r->iter_loss, 1, ncclFloat, ncclSum, 0);
     WL_CK(cudaMemcpyAsync(r->host_loss, r->iter_loss, sizeof(float), cudaMemcpyDeviceToHost, s));

@@ -326,7 +326,7 @@ int main(int argc, char **argv)
         result_t sn = run("tp2, nccl, stress", ARGS(tp, "nccl"), "DHELIX_MODE=stress DHELIX_SEED=3", 1);
         same_losses(&base, &s1, "no shim", "stress seed 1");
         same_losses(&base, &s2, "no shim", "stress seed 2");
-        /* Not DHELIX_MODE=strands: that test mode pairs by issuing thread with no plan, and
+        /* Not DHELIX_MODE=test-strands: that test mode pairs by issuing thread with no plan, and
          * the emulation kernel's buffers are inside its struct argument, where the shim does
          * not look for pointers (scheduler/ops/op_desc.c); plan mode is checked by emulate_plan. */
         same_losses(&nccl, &sn, "nccl, no shim", "nccl, stress");
