@@ -1,5 +1,6 @@
 /* planner.c: profiles -> sections -> phases -> aligned pairs -> groups (planner.h). */
 #include "planner_int.h"
+#include "moves.h"
 #include "plan_int.h"
 #include "memsim.h"
 
@@ -111,6 +112,8 @@ typedef struct dh__sect {
     const long *match;              /* mirroring: its ops matched to its root's */
     const uint8_t *alone;           /* its root's ops a section of the cluster lacks, or NULL */
     dh__dpcache_t cache;            /* its pairs' alignments by input */
+    int no_moves;                   /* the cycle check refused this section's moves */
+    const size_t *moved;            /* per B phase: ops moved into it (moves.h), or NULL */
 } dh__sect_t;
 
 /* Ops, ranks and times of a section, averaged over its members. */
@@ -325,6 +328,18 @@ static dh_status_t dh__pair_need(const dh__pl_t *pl, const dh__sect_t *x,
             return DH_ERR_NOMEM;
         need[j] = n;
     }
+    /* With posts moved into the backward, the forward's own point-to-point operations keep
+     * their place after them (moves.h: every rank's point-to-point operations stay in
+     * program order among themselves), so they follow all of it. */
+    for (size_t j = 0; x->moved != NULL && x->moved[k] > 0 && j < pf->n; j++) {
+        const dh_prof_op_t *o = &t->ops[pf->first + j];
+        int nccl = o->comm >= 0 && (strcmp(o->kind, "NCCL") == 0 || strcmp(o->kind, "NCCL_GROUP") == 0);
+        if (!nccl || (strstr(o->name, "Send") == NULL && strstr(o->name, "Recv") == NULL))
+            continue;
+        if (need == NULL && (need = calloc(pf->n, sizeof *need)) == NULL)
+            return DH_ERR_NOMEM;
+        need[j] = pb->n;
+    }
     *out = need;
     return DH_OK;
 }
@@ -526,14 +541,70 @@ static void dh__check_microbatches(const dh__pl_t *pl, const dh_plan_section_t *
                       "serial", sec);
 }
 
+/* Attributes the point-to-point posts that open each paired forward to the backward before
+ * it (moves.h) unless the cycle check refused this section's moves; moved[k] the ops moved
+ * into B phase k. */
+static void dh__moves_apply(const dh__pl_t *pl, const dh__sect_t *x, dh_plan_section_t *s,
+                            size_t *moved)
+{
+    const dh_profile_t *p = pl->prof[x->members[0]];
+    const dh_prof_op_t *tops = pl->tmpl[x->members[0]].ops;
+    for (int k = 0; k + 1 < s->nphases; k++) {
+        dh_plan_phase_t *pb = &s->phases[k], *pf = &s->phases[k + 1];
+        if (pb->kind != 'B' || pb->paired_with != k + 1)
+            continue;
+        size_t m = dh__move_len(p, tops, s->phases, s->nphases, k);
+        if (m == 0)
+            continue;
+        if (x->no_moves) {
+            s->moves_refused++;
+            continue;
+        }
+        pb->n += m;
+        pf->first += m;
+        pf->n -= m;
+        moved[k] = m;
+    }
+}
+
+/* Marks the NCCL ops of the moves whose pairs stayed paired (the others run serially, in
+ * program order) and counts them. */
+static void dh__moves_mark(const dh__pl_t *pl, dh_plan_section_t *s, int sec, const size_t *moved)
+{
+    for (int k = 0; k + 1 < s->nphases; k++) {
+        if (moved[k] == 0 || s->phases[k].paired_with != k + 1)
+            continue;
+        size_t end = s->phases[k].first + s->phases[k].n;
+        for (size_t i = end - moved[k]; i < end; i++)
+            s->ops[i].moved = strcmp(s->ops[i].kind, "NCCL") == 0 ||
+                              strcmp(s->ops[i].kind, "NCCL_GROUP") == 0;
+        s->moves++;
+    }
+    if (s->moves > 0)
+        dh__warnf(pl, "section %d: %d pair(s) issue their point-to-point posts after the "
+                      "forward's collectives (moved across communicators)", sec, s->moves);
+}
+
 static dh_status_t dh__section(const dh__pl_t *pl, dh__sect_t *x, dh_plan_section_t *s, int sec)
 {
     DH_CHECK(dh__section_ops(pl, x, s));
     DH_CHECK(dh__phases(pl->tmpl[x->members[0]].ops, s->nops, &s->phases, &s->nphases));
     dh__check_microbatches(pl, s, sec);
-    DH_CHECK(dh__align_ops(pl, x, s));
-    dh__mirror_times(x, s);
-    DH_CHECK(dh__section_groups(pl, x, s, sec));
+    size_t *moved = calloc((size_t)s->nphases + 1, sizeof(*moved));
+    if (moved == NULL)
+        return DH_ERR_NOMEM;
+    dh__moves_apply(pl, x, s, moved);
+    x->moved = moved;
+    dh_status_t st = dh__align_ops(pl, x, s);
+    if (st == DH_OK) {
+        dh__mirror_times(x, s);
+        st = dh__section_groups(pl, x, s, sec);
+    }
+    if (st == DH_OK)
+        dh__moves_mark(pl, s, sec, moved);
+    x->moved = NULL;
+    free(moved);
+    DH_CHECK(st);
     DH_CHECK(dh__held(pl->tmpl[x->members[0]].ops, s));
     dh_memsim_result_t ms;
     DH_CHECK(dh_memsim_section(s, x->mops, pl->agree, &ms));
@@ -605,8 +676,46 @@ static void dh__no_pairs_no_cost(dh_plan_t *plan)
         plan->sections[k].extra_mem_bytes = 0;
 }
 
-static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
+/* The moves of every section checked together (moves.h): *again 1 when a cycle refused
+ * some, which refuse[] then names. */
+static dh_status_t dh__check_moves(dh__pl_t *pl, dh_plan_t *plan, const int *sec,
+                                   uint8_t *refuse, int *again)
 {
+    int ns = plan->nsections;
+    dh__mv_sect_t *mv = calloc((size_t)pl->n + 1, sizeof(*mv));
+    if (mv == NULL)
+        return DH_ERR_NOMEM;
+    for (int k = 0; k < pl->n; k++)
+        mv[k] = (dh__mv_sect_t){&plan->sections[sec[k]], pl->prof[k], pl->tmpl[k].ops, sec[k]};
+    char why[1536], list[128] = "";
+    uint8_t *before = malloc((size_t)ns + 1);
+    dh_status_t st = before ? DH_OK : DH_ERR_NOMEM;
+    if (st == DH_OK) {
+        memcpy(before, refuse, (size_t)ns);
+        st = dh__moves_check(mv, pl->n, refuse, again, why, sizeof(why));
+    }
+    if (st == DH_OK && *again) {
+        /* Each round refuses at least one more section, so that planning ends. */
+        int more = 0;
+        for (int s = 0; s < ns; s++)
+            more |= refuse[s] && !before[s];
+        for (int s = 0; s < ns && !more; s++)
+            refuse[s] = 1;
+        size_t at = 0;
+        for (int s = 0; s < ns && at < sizeof(list); s++)
+            if (refuse[s] && !before[s])
+                at += (size_t)snprintf(list + at, sizeof(list) - at, " %d", s);
+        dh__warnf(pl, "section(s)%s: moves of point-to-point posts refused, planned again "
+                      "without them: %s", list, why);
+    }
+    free(before);
+    free(mv);
+    return st;
+}
+
+static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan, uint8_t *refuse, int *again)
+{
+    *again = 0;
     int *sec = calloc((size_t)pl->n, sizeof(*sec)), *first_of = calloc((size_t)pl->n, sizeof(int));
     int *members = calloc((size_t)pl->n, sizeof(int));
     const dh__tmpl_t **tmpl = calloc((size_t)pl->n, sizeof(*tmpl));
@@ -630,7 +739,8 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
     for (int s = 0; s < ns && st == DH_OK; s++) {
         int r = mir.root[s];
         dh__sect_t x = {members, 0, NULL, NULL, 0, 0, ns > 1 ? &ord : NULL,
-                        r != s ? root_aops[r] : NULL, mir.match[s], mir.alone[r], {0}};
+                        r != s ? root_aops[r] : NULL, mir.match[s], mir.alone[r], {0},
+                        refuse[s], NULL};
         for (int k = 0; k < pl->n; k++)
             if (sec[k] == s)
                 members[x.nmembers++] = k;
@@ -646,6 +756,8 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
         else
             free(x.aops);
     }
+    if (st == DH_OK)
+        st = dh__check_moves(pl, plan, sec, refuse, again);
     if (st == DH_OK)
         dh__no_pairs_no_cost(plan);
     for (int s = 0; root_aops != NULL && s < ns; s++)
@@ -677,7 +789,19 @@ static dh_status_t dh__run(dh__pl_t *pl, dh_plan_t *plan)
      * profile's world is its job's NCCL world, one process per rank. */
     for (int k = 0; k < pl->n; k++)
         pl->agree |= pl->prof[k]->world > 1;
-    dh_status_t st = dh__build_sections(pl, plan);
+    /* A cycle of waits refuses the moves of the sections on it; planning again without them
+     * ends after at most one round per profile. */
+    uint8_t *refuse = calloc((size_t)pl->n + 1, 1);
+    dh_status_t st = refuse ? DH_OK : DH_ERR_NOMEM;
+    for (int round = 0, again = 1; st == DH_OK && again && round <= pl->n; round++) {
+        for (int k = 0; k < plan->nsections; k++)
+            dh__plan_section_clear(&plan->sections[k]);
+        free(plan->sections);
+        plan->sections = NULL;
+        plan->nsections = 0;
+        st = dh__build_sections(pl, plan, refuse, &again);
+    }
+    free(refuse);
     if (st == DH_ERR_NOMEM)
         dh__errf(pl->err, pl->errlen, "dhelix plan", "out of memory");
     return st;

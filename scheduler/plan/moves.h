@@ -1,0 +1,70 @@
+/*
+ * moves.h: point-to-point posts moved across communicators, and the proof that no wait can
+ * cycle (DESIGN.md, "NCCL order"; docs/plan-format.md, "moved").
+ *
+ * Megatron's interleaved schedule posts a backward's input-gradient send (and the receive
+ * for the next backward) on the main thread right after the backward, before the next
+ * forward; the phases put them at the start of that forward, so the forward's first
+ * tensor-parallel collective comes after a send that needs the whole backward, and the
+ * pair cannot overlap. A move attributes those posts to the backward (the phase boundary
+ * shifts; the template is unchanged), so the alignment may issue the forward's collectives
+ * before them: an issue-order change across communicators, which the planner keeps only
+ * where dh__moves_check proves, over the plans of every section together, that no cycle of
+ * waits can form.
+ *
+ * The wait-for graph of one steady iteration: one node per NCCL operation of every rank
+ * with a profile (a rank runs its section's plan); with one hardware queue every operation
+ * waits for the one issued before it on its rank (so the proof covers more queues too);
+ * the operations of one collective on every member, and a send with its receive, are one
+ * node (all must be reached). Communicators are told apart across processes by their
+ * identity (nccl_wrap/registry.h, dh_nccl_ident: a hash of the unique id, or of the parent,
+ * colour and ordinal of a split): the i-th collective of one communicator joins on every
+ * member, the i-th send of one member of a two-rank communicator joins the i-th receive of
+ * the other. What cannot be matched (no identity, a peer without a profile, a pipeline
+ * communicator with members not profiled, point-to-point on more than two ranks) is not
+ * proven, and the moves are refused. A cycle is looked for with every section in plan
+ * order below a pair ordinal and in program order from there, for every ordinal: the job's
+ * ranks decide each pair ordinal together, and a no (a stage that votes no, a desync's
+ * veto, a silent peer) ends pairing for the rest of the iteration on every rank
+ * (scheduler/modes/agree.c); ordinal 0 is program order everywhere (the probe, auto mode
+ * before its switch, which every rank makes at one iteration boundary). A rank that
+ * desyncs runs the rest of its current pair in program order while its peers finish it in
+ * plan order: that mix holds for the orders of collectives the plan fixes per
+ * communicator today as much as for moves, and is not part of the proof (README).
+ *
+ * Not thread-safe; used by one planning run.
+ */
+#ifndef DH_PLAN_MOVES_H
+#define DH_PLAN_MOVES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plan.h"
+
+/* The number of ops at the start of F phase k + 1 (paired with B phase k) that are posts of
+ * point-to-point operations and their bookkeeping (the shim's chain events, frees), ending
+ * with the last point-to-point operation of that run and the event recorded right after it,
+ * when the phase has a collective of another communicator after them; 0 when none. ops is
+ * the template (tops) of profile p. */
+size_t dh__move_len(const dh_profile_t *p, const dh_prof_op_t *ops, const dh_plan_phase_t *ph,
+                    int nph, int k);
+
+/* What the check needs of one rank with a profile. */
+typedef struct dh__mv_sect {
+    const dh_plan_section_t *s;     /* its section's plan (groups, phases, ops, moved) */
+    const dh_profile_t *p;          /* its profile (communicators and their identities) */
+    const dh_prof_op_t *tops;       /* its template ops */
+    int sec;                        /* its section */
+} dh__mv_sect_t;
+
+/* Checks the plans of the ranks x[0..ns) together (above). Returns DH_OK and *cycle 0 when
+ * no mix of plan and program order can form a cycle of waits; else *cycle 1, refuse[sec]
+ * set for every section whose moved operation is on the cycle (every section on it that
+ * moves when none is), and why (whylen bytes) says which ranks, communicators and
+ * operations form it. Ranks that cannot be checked (a communicator without an identity, a
+ * peer without a profile) count as a cycle through every move. Errors: DH_ERR_NOMEM. */
+dh_status_t dh__moves_check(const dh__mv_sect_t *x, int ns, uint8_t *refuse, int *cycle,
+                            char *why, size_t whylen);
+
+#endif
