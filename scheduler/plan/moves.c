@@ -53,9 +53,12 @@ size_t dh__move_len(const dh_profile_t *p, const dh_prof_op_t *ops, const dh_pla
         gain = dh__is_nccl(&ops[j]) && !dh__p2p(&ops[j]) && ops[j].comm != ops[last].comm;
     if (!gain)
         return 0;
+    /* The records right after the post on its stream go with it: the chain's (nccl_wrap/
+     * chain.h) and the work's end event. A record on another stream is the next
+     * operation's start event, which the forward's own wait must find in the forward. */
     size_t m = last + 1;
-    while (m < end && strcmp(ops[m].kind, "EVENT_RECORD") == 0)
-        m++;   /* the chain's record after the post (nccl_wrap/chain.h) goes with it */
+    while (m < end && strcmp(ops[m].kind, "EVENT_RECORD") == 0 && ops[m].stream == ops[last].stream)
+        m++;
     return m - f->first;
 }
 

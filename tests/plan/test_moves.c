@@ -11,7 +11,8 @@
  *     stage): nothing on rank 1 waits for it, no cycle.
  *   - The same move in program order (no op marked moved): nothing to prove.
  *   - A peer without a profile: not proven, refused.
- * And dh__move_len finds the posts (send, its chain record) that open a forward.
+ * And dh__move_len finds the posts (send, the records after it on its stream) that open a
+ * forward.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -176,8 +177,14 @@ static void test_move_len(void **state)
     op(&o[4], "EVENT_RECORD", "record", -1);
     op(&o[5], "EVENT_WAIT", "wait", -1);
     op(&o[6], "NCCL", "nccl AllGather bf16 1024", 1);
+    o[2].stream = o[3].stream = o[4].stream = 2;   /* the post's stream: its wait, its record */
     dh_plan_phase_t ph[2] = {{0, 1, 'B', 0, 1, 1}, {1, 6, 'F', 1, 0, 0}};
     assert_int_equal(dh__move_len(&p, o, ph, 2, 0), 4);
+    /* A record on another stream after the post is the next operation's start event: it
+     * stays in the forward, whose wait for it comes next. */
+    op(&o[4], "EVENT_RECORD", "record", -1);
+    assert_int_equal(dh__move_len(&p, o, ph, 2, 0), 3);
+    o[4].stream = 2;
     /* Without a collective after them, nothing to gain: no move. */
     ph[1].n = 4;
     assert_int_equal(dh__move_len(&p, o, ph, 2, 0), 0);
