@@ -46,8 +46,10 @@ size_t dh__move_len(const dh_profile_t *p, const dh_prof_op_t *ops, const dh_pla
     }
     if (!have)
         return 0;
-    /* A collective of another communicator later in the forward: what the move lets go
-     * first. */
+    /* What the move lets go first: a collective of another communicator later in the
+     * forward. (Without one, the forward's computation alone could go first too; measured
+     * on si pp4_vpp, pipeline parallelism without tensor parallelism, the plan predicted
+     * 1.002-1.004x and the run lost 0.3%: nothing to hide there but the posts.) */
     int gain = 0;
     for (size_t j = last + 1; j < end && !gain; j++)
         gain = dh__is_nccl(&ops[j]) && !dh__p2p(&ops[j]) && ops[j].comm != ops[last].comm;

@@ -23,14 +23,17 @@
  * the other. What cannot be matched (no identity, a peer without a profile, a pipeline
  * communicator with members not profiled, point-to-point on more than two ranks) is not
  * proven, and the moves are refused. A cycle is looked for with every section in plan
- * order below a pair ordinal and in program order from there, for every ordinal: the job's
- * ranks decide each pair ordinal together, and a no (a stage that votes no, a desync's
- * veto, a silent peer) ends pairing for the rest of the iteration on every rank
- * (scheduler/modes/agree.c); ordinal 0 is program order everywhere (the probe, auto mode
- * before its switch, which every rank makes at one iteration boundary). A rank that
- * desyncs runs the rest of its current pair in program order while its peers finish it in
- * plan order: that mix holds for the orders of collectives the plan fixes per
- * communicator today as much as for moves, and is not part of the proof (README).
+ * order below a pair ordinal and in program order from there, for every ordinal: that is
+ * every mix the runtime's agreement can produce (scheduler/modes/agree.c, tracker.c). The
+ * job's ranks decide each (iteration, pair ordinal) together, a rank votes only once it
+ * has captured every op of the pair's two-strand groups, and a no (a stage that votes no,
+ * a desync or a drain before the vote) ends pairing for the rest
+ * of the iteration on every rank; a desync after a yes finds the pair captured whole and
+ * issues it in plan order. Ordinal 0 is program order everywhere (the probe, auto mode
+ * before its switch, which every rank makes at one iteration boundary). Outside the proof,
+ * as for the orders of collectives per communicator (orders.c): a broken agreement channel
+ * (a rank that gave up waiting runs program order while a peer may already have had its
+ * yes).
  *
  * Not thread-safe; used by one planning run.
  */

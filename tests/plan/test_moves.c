@@ -48,6 +48,10 @@ static void op(dh_prof_op_t *o, const char *kind, const char *name, int comm)
     snprintf(o->kind, sizeof o->kind, "%s", kind);
     snprintf(o->name, sizeof o->name, "%s", name);
     o->comm = comm;
+    o->cls = strncmp(kind, "NCCL", 4) == 0      ? DH_CLS_COMM
+             : strncmp(kind, "EVENT", 5) == 0   ? DH_CLS_EVENT
+             : strcmp(kind, "FREE_ASYNC") == 0 ? DH_CLS_FREE
+                                               : DH_CLS_COMPUTE;
 }
 
 /* Rank r of 2: sends (r 0) or receives (r 1) on the pair communicator (ident 10), then the
@@ -73,7 +77,7 @@ static void rank_init(rank_t *x, int r, uint64_t w_ident, int w_nranks, const ch
     for (int i = 0; i < OPS; i++) {
         x->ops[i].phase = i < 2 ? 0 : 1;
         x->ops[i].strand = i < 2 ? 0 : 1;
-        snprintf(x->ops[i].kind, sizeof x->ops[i].kind, "%s", x->tops[i].kind);
+        memcpy(x->ops[i].kind, x->tops[i].kind, sizeof x->ops[i].kind);
     }
     x->ops[1].moved = (int8_t)moved;
     x->ph[0] = (dh_plan_phase_t){0, 2, 'B', 0, 1, 1};
@@ -188,6 +192,12 @@ static void test_move_len(void **state)
     /* Without a collective after them, nothing to gain: no move. */
     ph[1].n = 4;
     assert_int_equal(dh__move_len(&p, o, ph, 2, 0), 0);
+    /* Only computation after the posts (no tensor parallelism): no move (moves.c says
+     * why). */
+    op(&o[6], "KERNEL", "norm_fwd", -1);
+    ph[1].n = 6;
+    assert_int_equal(dh__move_len(&p, o, ph, 2, 0), 0);
+    op(&o[6], "NCCL", "nccl AllGather bf16 1024", 1);
     /* A tensor-parallel collective first: not a post of the pipeline, no move. */
     ph[1] = (dh_plan_phase_t){6, 1, 'F', 1, 0, 0};
     assert_int_equal(dh__move_len(&p, o, ph, 2, 0), 0);
