@@ -1,5 +1,6 @@
 /* moves.c: point-to-point posts moved across communicators, and the proof (moves.h). */
 #include "moves.h"
+#include "planner_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -534,5 +535,87 @@ dh_status_t dh__moves_check(const dh__mv_sect_t *x, int ns, uint8_t *refuse, int
     free(adj.to);
     free(adj.from);
     dh__g_free(&g);
+    return st;
+}
+
+/* ---- the planner's side ---- */
+
+int dh__move_is_post(const dh_profile_t *p, const dh_prof_op_t *o)
+{
+    return dh__is_nccl(o) && dh__p2p(o) && dh__cross(p, o->comm);
+}
+
+int dh__moves_count(const dh_profile_t *p, const dh_prof_op_t *tops, const dh_plan_section_t *s)
+{
+    int n = 0;
+    for (int k = 0; k + 1 < s->nphases; k++)
+        n += s->phases[k].kind == 'B' && s->phases[k].paired_with == k + 1 &&
+             dh__move_len(p, tops, s->phases, s->nphases, k) > 0;
+    return n;
+}
+
+void dh__moves_apply(const dh_profile_t *p, const dh_prof_op_t *tops, dh_plan_section_t *s,
+                     size_t *moved)
+{
+    for (int k = 0; k + 1 < s->nphases; k++) {
+        dh_plan_phase_t *pb = &s->phases[k], *pf = &s->phases[k + 1];
+        if (pb->kind != 'B' || pb->paired_with != k + 1)
+            continue;
+        size_t m = dh__move_len(p, tops, s->phases, s->nphases, k);
+        pb->n += m;
+        pf->first += m;
+        pf->n -= m;
+        moved[k] = m;
+    }
+}
+
+void dh__moves_mark(dh_plan_section_t *s, const size_t *moved)
+{
+    for (int k = 0; k + 1 < s->nphases; k++) {
+        if (moved[k] == 0 || s->phases[k].paired_with != k + 1)
+            continue;   /* unpaired: it runs serially, in program order */
+        size_t end = s->phases[k].first + s->phases[k].n;
+        for (size_t i = end - moved[k]; i < end; i++)
+            s->ops[i].moved = strcmp(s->ops[i].kind, "NCCL") == 0 ||
+                              strcmp(s->ops[i].kind, "NCCL_GROUP") == 0;
+        s->moves++;
+    }
+}
+
+dh_status_t dh__moves_round(const dh_plan_t *plan, const dh_profile_t *const *prof,
+                            const struct dh__tmpl *tmpl, const int *sec, int n,
+                            dh_plan_warn_fn warn, void *ctx, uint8_t *refuse, int *again)
+{
+    int ns = plan->nsections;
+    dh__mv_sect_t *mv = calloc((size_t)n + 1, sizeof(*mv));
+    uint8_t *before = malloc((size_t)ns + 1);
+    char why[1536], list[128] = "";
+    dh_status_t st = mv && before ? DH_OK : DH_ERR_NOMEM;
+    for (int k = 0; k < n && st == DH_OK; k++)
+        mv[k] = (dh__mv_sect_t){&plan->sections[sec[k]], prof[k], tmpl[k].ops, sec[k]};
+    if (st == DH_OK) {
+        memcpy(before, refuse, (size_t)ns);
+        st = dh__moves_check(mv, n, refuse, again, why, sizeof(why));
+    }
+    if (st == DH_OK && *again) {
+        /* Each round refuses at least one more section, so that planning ends. */
+        int more = 0;
+        for (int s = 0; s < ns; s++)
+            more |= refuse[s] && !before[s];
+        for (int s = 0; s < ns && !more; s++)
+            refuse[s] = 1;
+        size_t at = 0;
+        for (int s = 0; s < ns && at < sizeof(list); s++)
+            if (refuse[s] && !before[s])
+                at += (size_t)snprintf(list + at, sizeof(list) - at, " %d", s);
+        if (warn != NULL) {
+            char msg[sizeof(why) + sizeof(list) + 128];
+            snprintf(msg, sizeof(msg), "section(s)%s: moves of point-to-point posts refused, "
+                     "planned again without them: %s", list, why);
+            warn(ctx, msg);
+        }
+    }
+    free(before);
+    free(mv);
     return st;
 }

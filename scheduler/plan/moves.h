@@ -44,6 +44,7 @@
 #include <stdint.h>
 
 #include "plan.h"
+#include "planner.h"
 
 /* The number of ops at the start of F phase k + 1 (paired with B phase k) that are posts of
  * point-to-point operations and their bookkeeping (the shim's chain events, frees), ending
@@ -69,5 +70,28 @@ typedef struct dh__mv_sect {
  * peer without a profile) count as a cycle through every move. Errors: DH_ERR_NOMEM. */
 dh_status_t dh__moves_check(const dh__mv_sect_t *x, int ns, uint8_t *refuse, int *cycle,
                             char *why, size_t whylen);
+
+/* ---- what the planner calls (planner.c) ---- */
+
+/* 1 when o is a point-to-point operation on a communicator of the pipeline (what a move
+ * moves, and what of a forward must stay after it). */
+int dh__move_is_post(const dh_profile_t *p, const dh_prof_op_t *o);
+/* The pairs of s (phases made, groups not yet) whose posts would move. */
+int dh__moves_count(const dh_profile_t *p, const dh_prof_op_t *tops, const dh_plan_section_t *s);
+/* Moves the posts of every pair of s into its backward phase (dh__move_len); moved[k] (room
+ * for s->nphases) the ops moved into B phase k. Before the pairs are aligned. */
+void dh__moves_apply(const dh_profile_t *p, const dh_prof_op_t *tops, dh_plan_section_t *s,
+                     size_t *moved);
+/* After the alignment: marks the NCCL ops of the moves whose pairs stayed paired (moved = 1)
+ * and counts them in s->moves (a pair left serial runs in program order). */
+void dh__moves_mark(dh_plan_section_t *s, const size_t *moved);
+struct dh__tmpl;
+/* One round of the check over plan (sections built; n profiles, profile k in section
+ * sec[k], its template tmpl[k]): *again 1 when a cycle refused moves, refuse[] then names
+ * at least one more section (all of them when the cycle named none new), and warn (when
+ * not NULL) says which and the cycle in full. Errors: DH_ERR_NOMEM. */
+dh_status_t dh__moves_round(const dh_plan_t *plan, const dh_profile_t *const *prof,
+                            const struct dh__tmpl *tmpl, const int *sec, int n,
+                            dh_plan_warn_fn warn, void *ctx, uint8_t *refuse, int *again);
 
 #endif

@@ -332,9 +332,7 @@ static dh_status_t dh__pair_need(const dh__pl_t *pl, const dh__sect_t *x,
      * their place after them (moves.h: every rank's point-to-point operations stay in
      * program order among themselves), so they follow all of it. */
     for (size_t j = 0; x->moved != NULL && x->moved[k] > 0 && j < pf->n; j++) {
-        const dh_prof_op_t *o = &t->ops[pf->first + j];
-        int nccl = o->comm >= 0 && (strcmp(o->kind, "NCCL") == 0 || strcmp(o->kind, "NCCL_GROUP") == 0);
-        if (!nccl || (strstr(o->name, "Send") == NULL && strstr(o->name, "Recv") == NULL))
+        if (!dh__move_is_post(pl->prof[x->members[0]], &t->ops[pf->first + j]))
             continue;
         if (need == NULL && (need = calloc(pf->n, sizeof *need)) == NULL)
             return DH_ERR_NOMEM;
@@ -541,50 +539,6 @@ static void dh__check_microbatches(const dh__pl_t *pl, const dh_plan_section_t *
                       "serial", sec);
 }
 
-/* Attributes the point-to-point posts that open each paired forward to the backward before
- * it (moves.h) unless the cycle check refused this section's moves; moved[k] the ops moved
- * into B phase k. */
-static void dh__moves_apply(const dh__pl_t *pl, const dh__sect_t *x, dh_plan_section_t *s,
-                            size_t *moved)
-{
-    const dh_profile_t *p = pl->prof[x->members[0]];
-    const dh_prof_op_t *tops = pl->tmpl[x->members[0]].ops;
-    for (int k = 0; k + 1 < s->nphases; k++) {
-        dh_plan_phase_t *pb = &s->phases[k], *pf = &s->phases[k + 1];
-        if (pb->kind != 'B' || pb->paired_with != k + 1)
-            continue;
-        size_t m = dh__move_len(p, tops, s->phases, s->nphases, k);
-        if (m == 0)
-            continue;
-        if (x->no_moves) {
-            s->moves_refused++;
-            continue;
-        }
-        pb->n += m;
-        pf->first += m;
-        pf->n -= m;
-        moved[k] = m;
-    }
-}
-
-/* Marks the NCCL ops of the moves whose pairs stayed paired (the others run serially, in
- * program order) and counts them. */
-static void dh__moves_mark(const dh__pl_t *pl, dh_plan_section_t *s, int sec, const size_t *moved)
-{
-    for (int k = 0; k + 1 < s->nphases; k++) {
-        if (moved[k] == 0 || s->phases[k].paired_with != k + 1)
-            continue;
-        size_t end = s->phases[k].first + s->phases[k].n;
-        for (size_t i = end - moved[k]; i < end; i++)
-            s->ops[i].moved = strcmp(s->ops[i].kind, "NCCL") == 0 ||
-                              strcmp(s->ops[i].kind, "NCCL_GROUP") == 0;
-        s->moves++;
-    }
-    if (s->moves > 0)
-        dh__warnf(pl, "section %d: %d pair(s) issue their point-to-point posts after the "
-                      "forward's collectives (moved across communicators)", sec, s->moves);
-}
-
 static dh_status_t dh__section(const dh__pl_t *pl, dh__sect_t *x, dh_plan_section_t *s, int sec)
 {
     DH_CHECK(dh__section_ops(pl, x, s));
@@ -593,7 +547,10 @@ static dh_status_t dh__section(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sectio
     size_t *moved = calloc((size_t)s->nphases + 1, sizeof(*moved));
     if (moved == NULL)
         return DH_ERR_NOMEM;
-    dh__moves_apply(pl, x, s, moved);
+    if (x->no_moves)
+        s->moves_refused = dh__moves_count(pl->prof[x->members[0]], pl->tmpl[x->members[0]].ops, s);
+    else
+        dh__moves_apply(pl->prof[x->members[0]], pl->tmpl[x->members[0]].ops, s, moved);
     x->moved = moved;
     dh_status_t st = dh__align_ops(pl, x, s);
     if (st == DH_OK) {
@@ -601,7 +558,7 @@ static dh_status_t dh__section(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sectio
         st = dh__section_groups(pl, x, s, sec);
     }
     if (st == DH_OK)
-        dh__moves_mark(pl, s, sec, moved);
+        dh__moves_mark(s, moved);
     x->moved = NULL;
     free(moved);
     DH_CHECK(st);
@@ -676,43 +633,6 @@ static void dh__no_pairs_no_cost(dh_plan_t *plan)
         plan->sections[k].extra_mem_bytes = 0;
 }
 
-/* The moves of every section checked together (moves.h): *again 1 when a cycle refused
- * some, which refuse[] then names. */
-static dh_status_t dh__check_moves(dh__pl_t *pl, dh_plan_t *plan, const int *sec,
-                                   uint8_t *refuse, int *again)
-{
-    int ns = plan->nsections;
-    dh__mv_sect_t *mv = calloc((size_t)pl->n + 1, sizeof(*mv));
-    if (mv == NULL)
-        return DH_ERR_NOMEM;
-    for (int k = 0; k < pl->n; k++)
-        mv[k] = (dh__mv_sect_t){&plan->sections[sec[k]], pl->prof[k], pl->tmpl[k].ops, sec[k]};
-    char why[1536], list[128] = "";
-    uint8_t *before = malloc((size_t)ns + 1);
-    dh_status_t st = before ? DH_OK : DH_ERR_NOMEM;
-    if (st == DH_OK) {
-        memcpy(before, refuse, (size_t)ns);
-        st = dh__moves_check(mv, pl->n, refuse, again, why, sizeof(why));
-    }
-    if (st == DH_OK && *again) {
-        /* Each round refuses at least one more section, so that planning ends. */
-        int more = 0;
-        for (int s = 0; s < ns; s++)
-            more |= refuse[s] && !before[s];
-        for (int s = 0; s < ns && !more; s++)
-            refuse[s] = 1;
-        size_t at = 0;
-        for (int s = 0; s < ns && at < sizeof(list); s++)
-            if (refuse[s] && !before[s])
-                at += (size_t)snprintf(list + at, sizeof(list) - at, " %d", s);
-        dh__warnf(pl, "section(s)%s: moves of point-to-point posts refused, planned again "
-                      "without them: %s", list, why);
-    }
-    free(before);
-    free(mv);
-    return st;
-}
-
 static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan, uint8_t *refuse, int *again)
 {
     *again = 0;
@@ -757,7 +677,8 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan, uint8_t *re
             free(x.aops);
     }
     if (st == DH_OK)
-        st = dh__check_moves(pl, plan, sec, refuse, again);
+        st = dh__moves_round(plan, pl->prof, pl->tmpl, sec, pl->n, pl->o->warn, pl->o->ctx, refuse,
+                             again);
     if (st == DH_OK)
         dh__no_pairs_no_cost(plan);
     for (int s = 0; root_aops != NULL && s < ns; s++)
