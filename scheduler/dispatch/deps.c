@@ -5,7 +5,15 @@
 #include <string.h>
 
 #include "sched_int.h"
-#include "tracker.h"
+
+
+/* Lock held: the allocation stamp at the start of the current pair's strand-0 phase (the
+ * mode's table: plan mode's tracker), 0 when no pair is under way. */
+static uint64_t dh__pair_stamp(void)
+{
+    const dh_mode_ops_t *m = dh__mode();
+    return m->pair_stamp ? m->pair_stamp() : 0;
+}
 
 /* Whether an access writes: certainly, or maybe (a kernel argument) into an allocation
  * made since young_from (op.h). */
@@ -213,7 +221,7 @@ static uint64_t dh__s0_since;
 /* What "old" means for dh__s0_taint now: made before the pair, else before the region. */
 static uint64_t dh__s0_old(void)
 {
-    uint64_t p = dh_tracker_pair_stamp();
+    uint64_t p = dh__pair_stamp();
     return p ? p : dh__s0_since;
 }
 
@@ -238,7 +246,7 @@ int64_t dh_deps_group(const dh_op_t *op)
      * strand-1 op touches is handed over from one micro-batch to the other (a pipeline
      * stage sends a gradient the backward just produced): whichever strand-0 op wrote it,
      * all strand-0 work so far comes first. Decided from program order alone. */
-    uint64_t pair0 = dh_tracker_pair_stamp();
+    uint64_t pair0 = dh__pair_stamp();
     if (dh__s0.last > 0 && (int64_t)dh__s0.last - 1 > need) {
         int all = 0;
         for (int j = 0; pair0 && j < op->nacc && !all; j++)

@@ -498,7 +498,7 @@ static void dh__wait_work(void)
 {
     /* Plan mode lets ops out early without waking this thread for each (sched.c): it looks
      * again after DH_LET_OUT_POLL_MS at the latest, so none waits longer than that. */
-    long ms = dh__s.kick_ms ? DH_KICK_MS : dh__s.mode == DH_MODE_PLAN ? DH_LET_OUT_POLL_MS : 0;
+    long ms = dh__s.kick_ms ? DH_KICK_MS : dh__mode()->polls_let_out ? DH_LET_OUT_POLL_MS : 0;
     if (!ms) {
         pthread_cond_wait(&dh__s.work, &dh__s.lock);
         return;
@@ -535,7 +535,7 @@ void *dh__dispatch_main(void *arg)
          * submitting for a long while (it must be waiting for that record): an early flush
          * at a point another rank does not flush at would change the order of one
          * communicator's calls on this rank only. */
-        if (kicked && dh__s.mode == DH_MODE_PLAN &&
+        if (kicked && dh__mode()->ranks_agree &&
             dh__wall_ms() - dh__s.last_submit_ms < DH_KICK_STALL_MS)
             kicked = 0, dh__s.kick_ms = dh__wall_ms() - DH_KICK_MS;
         if (kicked || dh__s.stop)
@@ -544,7 +544,8 @@ void *dh__dispatch_main(void *arg)
         for (unsigned k = 0; k < dh__s.cut_n; k++)
             flush |= dh__s.cuts[(dh__s.cut_head + k) % dh__s.cut_cap].gend == UINT64_MAX ||
                      dh__s.cuts[(dh__s.cut_head + k) % dh__s.cut_cap].seq;
-        if (dh__s.mode == DH_MODE_STRANDS || dh__s.mode == DH_MODE_PLAN) {
+        dh_mode_order_t order = dh__mode()->order;
+        if (order == DH_ORDER_GROUPS) {
             /* Each flush in the order the program asked for them (sched_int.h), then the
              * complete groups: what goes out, and in what order, depends on the program's
              * order alone, never on how far behind this thread is. */
@@ -559,7 +560,7 @@ void *dh__dispatch_main(void *arg)
         } else {
             dh__s.cut_n = 0;
             /* Passthrough here: auto mode's last ops (sched.c dh__sched_passthrough). */
-            if (dh__s.mode == DH_MODE_PROFILE || dh__s.mode == DH_MODE_PASSTHROUGH) {
+            if (order == DH_ORDER_PROGRAM) {
                 dh__order_seq(&b, UINT64_MAX, UINT64_MAX);
             } else if (flush && dh__order_stress(&b, UINT64_MAX)) {
                 DH_WARN_ONCE(SCHED, "held operations could not be ordered; issuing them in "
@@ -585,8 +586,7 @@ void *dh__dispatch_main(void *arg)
         if (dh__s.stop && !dh__s.in_head && dh__s.low_water >= dh__s.next_seq)
             break;
         if (!dh__s.in_head && dh__s.cut_n == 0 &&
-            (dh__min_group(UINT64_MAX) >= dh__s.release || (dh__s.mode != DH_MODE_STRANDS &&
-                                                             dh__s.mode != DH_MODE_PLAN)))
+            (dh__min_group(UINT64_MAX) >= dh__s.release || dh__mode()->order != DH_ORDER_GROUPS))
             dh__wait_work();
     }
     pthread_mutex_unlock(&dh__s.lock);

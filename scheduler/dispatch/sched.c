@@ -1,7 +1,8 @@
 /*
  * sched.c: the framework side of the scheduler: submission, drains, flushes and bounded lag,
- * and the lifecycle; the event table is in sched_event.c. The strand tracker is in tracker.c, what an op must
- * follow in deps.c, the dispatcher thread in dispatch.c and order.c.
+ * and the lifecycle; the event table is in sched_event.c, what an op must follow in deps.c,
+ * the dispatcher thread in dispatch.c and order.c. What differs between modes is asked of
+ * the mode's table (sched_mode.h; the tables are in scheduler/modes/).
  *
  * Program order is the order of dh_sched_submit calls (seq). A drain waits until every op
  * submitted before it has been replayed (the low-water mark passed its seq), which is what
@@ -12,17 +13,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "agree.h"
-#include "auto.h"
 #include "common/log.h"
 #include "deps.h"
 #include "mempool.h"
-#include "pairing.h"
 #include "memtab.h"
-#include "profile_rec.h"
 #include "real.h"
 #include "sched_int.h"
-#include "tracker.h"
 
 dh_sched_state_t dh__s = {
     .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -61,7 +57,7 @@ int dh_sched_deferring(void)
 void dh__sched_mark_dispatcher(void);
 void dh__sched_mark_dispatcher(void) { dh__tls_is_dispatcher = 1; }
 
-static int dh__thread_id(void)
+int dh__sched_thread_id(void)
 {
     if (dh__tls_thread < 0)
         dh__tls_thread = atomic_fetch_add(&dh__thread_count, 1);
@@ -69,37 +65,28 @@ static int dh__thread_id(void)
 }
 
 /* ---- strand assignment (lock held) ----
- * strands (a test mode): each maximal run of ops from one thread is a phase. Odd phases
- * (the backward thread of micro-batch i) run on strand 0, even phases (the forward of i+1)
- * on strand 1, and phases 2k-1 and 2k form co-execution group k.
- * plan: the strand tracker (tracker.c) matches the plan's template.
- * Everything else: one strand, one group, in program order. */
-static void dh__assign_strand(dh_op_t *op, const dh_op_desc_t *d, int *flush)
+ * The mode's table assigns strands and groups (strands: by thread turns; plan: the strand
+ * tracker). Without one, or while reordering is not allowed: one strand, one group, in
+ * program order. */
+static void dh__assign_strand(const dh_mode_ops_t *m, dh_op_t *op, const dh_op_desc_t *d,
+                              int *flush)
 {
     *flush = 0;
     op->lgroup = -1;
-    if (dh__s.mode == DH_MODE_PLAN && dh__s.reorder_allowed) {
-        dh_tracker_assign(op, d, flush);
+    if (m->assign && dh__s.reorder_allowed) {
+        m->assign(op, d, flush);
         return;
     }
-    if (dh__s.mode != DH_MODE_STRANDS || !dh__s.reorder_allowed) {
-        op->strand = 0;
-        op->group = 0;
-        dh__s.release = 1;
-        return;
-    }
-    if (op->thread != dh__s.last_thread) {
-        if (dh__s.last_thread >= 0)
-            dh__s.phase++;
-        dh__s.last_thread = op->thread;
-    }
-    op->strand = (dh__s.phase % 2 == 1) ? 0 : 1;
-    op->group = (dh__s.phase + 1) / 2;
-    if (op->group > dh__s.release)
-        dh__s.release = op->group; /* a group is complete once a later one has started */
+    op->strand = 0;
+    op->group = 0;
+    dh__s.release = 1;
 }
 
-const char *dh__plan_order(int lgroup) { return dh_tracker_order(lgroup); }
+const char *dh__plan_order(int lgroup)
+{
+    const dh_mode_ops_t *m = dh__mode();
+    return m->group_order ? m->group_order(lgroup) : NULL;
+}
 
 /* Small ordinals of framework streams, in order of first use (profiles name streams so). */
 typedef struct dh__sord {
@@ -110,7 +97,7 @@ typedef struct dh__sord {
 static dh__sord_t *dh__sords; /* lock */
 static int dh__nsords = 1;    /* lock; 0 is the legacy stream */
 
-static int dh__stream_ordinal(cudaStream_t s)
+int dh__stream_ordinal(cudaStream_t s)
 {
     if (s == NULL || s == cudaStreamLegacy)
         return 0;
@@ -124,7 +111,6 @@ static int dh__stream_ordinal(cudaStream_t s)
     return e ? e->ord : -1;
 }
 
-static int dh__two_strands(dh_mode_t m);
 static int dh__predict_strand_locked(void);
 static void dh__unc_taken(uint64_t g, uint64_t freed);
 
@@ -135,7 +121,7 @@ void dh_sched_alloc_note(void *p, size_t size)
     if (!p)
         return;
     int strand = 0;
-    if (dh__two_strands(dh__s.mode)) {
+    if (dh__mode()->two_strands) {
         pthread_mutex_lock(&dh__s.lock);
         strand = dh__predict_strand_locked();
         pthread_mutex_unlock(&dh__s.lock);
@@ -156,15 +142,12 @@ size_t dh_sched_alloc_take(void *p) { return dh_memtab_remove((uintptr_t)p); }
  * reorder (profile issues every op at once and records the program's own allocations). */
 static int dh__pooling(void)
 {
-    dh_mode_t m = dh__s.mode;
-    return (m == DH_MODE_STRESS || m == DH_MODE_STRANDS || m == DH_MODE_PLAN) &&
-           dh__s.reorder_allowed && dh_config()->share_mem;
+    return dh__mode()->pools && dh__s.reorder_allowed && dh_config()->share_mem;
 }
 
 void *dh_sched_alloc_reuse(size_t size, cudaStream_t s)
 {
-    dh_mode_t m = dh__s.mode;
-    if (!size || !(m == DH_MODE_STRESS || m == DH_MODE_STRANDS || m == DH_MODE_PLAN))
+    if (!size || !dh__mode()->pools)
         return NULL;
     dh_mpool_where_t w = {0, s, 0, 0, 0};
     dh_real()->cudaGetDevice(&w.device);
@@ -172,7 +155,8 @@ void *dh_sched_alloc_reuse(size_t size, cudaStream_t s)
     if (!dh__pooling())
         return NULL;
     pthread_mutex_lock(&dh__s.lock);
-    if (dh__s.mode != DH_MODE_PLAN || !dh_tracker_predict_where(&w.strand, &w.group))
+    const dh_mode_ops_t *m = dh__mode();
+    if (!m->predict_where || !m->predict_where(&w.strand, &w.group))
         w.strand = dh__predict_strand_locked();
     else
         w.group_known = 1;
@@ -180,35 +164,24 @@ void *dh_sched_alloc_reuse(size_t size, cudaStream_t s)
     void *p = dh_mpool_take(size, &w, &freed, &freed_group);
     dh__s.held_free_bytes -= freed;
     dh__unc_taken(freed_group, freed);
-    if (!p)
-        dh__mem_before_fresh(size, dh__tls_alloc);
+    if (!p && m->fresh)
+        m->fresh(size, dh__tls_alloc); /* plan: the device follows the program-order count */
     pthread_mutex_unlock(&dh__s.lock);
     return p;
 }
 
-static int dh__defers(dh_mode_t m)
-{
-    return m == DH_MODE_STRESS || m == DH_MODE_STRANDS || m == DH_MODE_PROFILE || m == DH_MODE_PLAN;
-}
-
-static int dh__two_strands(dh_mode_t m) { return m == DH_MODE_STRANDS || m == DH_MODE_PLAN; }
-
-int dh_sched_mirroring(void) { return dh__defers(dh__s.mode); }
+int dh_sched_mirroring(void) { return dh__mode()->defers; }
 
 /* Lock held: the strand the program's next op is expected on (0 outside two strands). */
 static int dh__predict_strand_locked(void)
 {
-    if (dh__s.mode == DH_MODE_PLAN)
-        return dh__s.reorder_allowed ? dh_tracker_predict_strand() : 0;
-    if (dh__s.mode != DH_MODE_STRANDS)
-        return 0;
-    uint64_t phase = dh__s.phase + (dh__thread_id() != dh__s.last_thread && dh__s.last_thread >= 0);
-    return (phase % 2 == 1) ? 0 : 1;
+    const dh_mode_ops_t *m = dh__mode();
+    return m->predict_strand ? m->predict_strand() : 0;
 }
 
 cudaStream_t dh_sched_alloc_stream(cudaStream_t s)
 {
-    if (!dh__two_strands(dh__s.mode))
+    if (!dh__mode()->two_strands)
         return NULL;
     pthread_mutex_lock(&dh__s.lock);
     int strand = dh__predict_strand_locked();
@@ -228,10 +201,10 @@ static void dh__register_exit(void) { atexit(dh__atexit); }
  * op was given (a later free changes it). */
 static void dh__prepare(dh_op_t *op, dh_op_desc_t *d)
 {
-    dh_mode_t m = dh__s.mode;
-    if (m == DH_MODE_PROFILE || m == DH_MODE_PLAN)
+    const dh_mode_ops_t *m = dh__mode();
+    if (m->describes)
         dh_op_describe(op, d);
-    if (!dh__two_strands(m) && m != DH_MODE_PROFILE)
+    if (!m->footprints)
         return;
     dh_op_access_t acc[DH_OP_ACCESS_MAX];
     int n = dh_op_footprint(op, acc, DH_OP_ACCESS_MAX);
@@ -314,7 +287,7 @@ void dh__flush_seq(uint64_t lim, uint64_t gend)
 
 /* The groups the dispatcher may issue without a flush: below the release mark in the
  * two-strand modes, none in stress. */
-static uint64_t dh__released(void) { return dh__two_strands(dh__s.mode) ? dh__s.release : 0; }
+static uint64_t dh__released(void) { return dh__mode()->two_strands ? dh__s.release : 0; }
 
 /* A ring indexed by group: entry g % unc_cap holds group g, for g in [unc_base, +cap). */
 
@@ -379,51 +352,21 @@ static void dh__unc_add(const dh_op_t *op)
     /* else: counted until the next flush, which comes sooner for it */
 }
 
-/* Plan mode with ranks to agree with: when the op described by d completes a pair this
- * rank would issue out of program order, the ranks vote on it first (tracker.c,
- * "agreement"). The vote waits without the lock: the dispatcher goes on meanwhile. */
-static void dh__agree_before(const dh_op_desc_t *d)
-{
-    static _Atomic int opened;
-    if (!atomic_exchange_explicit(&opened, 1, memory_order_relaxed) && dh_tracker_planned())
-        dh_agree_open();
-    uint64_t key = 0;
-    pthread_mutex_lock(&dh__s.lock);
-    int due = dh_tracker_vote_due(d, &key);
-    pthread_mutex_unlock(&dh__s.lock);
-    if (!due)
-        return;
-    int yes = dh_agree_vote(key, 1);
-    pthread_mutex_lock(&dh__s.lock);
-    dh_tracker_vote_set(yes);
-    pthread_mutex_unlock(&dh__s.lock);
-}
-
-/* Lock held, plan mode: casts the "no" the tracker asked for, with the lock released for
- * the send (it waits for nobody), before the caller waits for anything. */
-static void dh__agree_no(void)
-{
-    uint64_t no = dh_tracker_no_due();
-    if (!no)
-        return;
-    pthread_mutex_unlock(&dh__s.lock);
-    dh_agree_vote(no - 1, 0);
-    pthread_mutex_lock(&dh__s.lock);
-}
-
 int dh_sched_submit(dh_op_t *op)
 {
     /* Registered after the device library initialised (it has, since work is being
      * issued), so our exit drain runs before the device's own exit handlers. */
     pthread_once(&dh__exit_once, dh__register_exit);
-    op->thread = dh__thread_id();
+    op->thread = dh__sched_thread_id();
     dh_op_desc_t d;
     dh__prepare(op, &d);
-    if (dh_auto_on())
-        dh_auto_submit(op, &d); /* may attach the plan (plan mode from this op on), or
-                                   go passthrough (this op goes out at once) */
-    if (dh__s.mode == DH_MODE_PLAN && dh_agree_needed())
-        dh__agree_before(&d);
+    const dh_mode_ops_t *c = dh__s.ctl, *m;
+    if (c && c->submit)
+        c->submit(op, &d); /* auto: may attach the plan (plan mode from this op on), or go
+                              passthrough (this op goes out at once) */
+    m = dh__mode();
+    if (m->submit)
+        m->submit(op, &d); /* plan: the ranks' vote on a pair this op completes */
     int64_t mem = dh__tls_alloc;
     size_t nsizes = dh__tls_nsizes;
     dh__tls_alloc = 0;
@@ -442,8 +385,9 @@ int dh_sched_submit(dh_op_t *op)
     }
     int flush = 0;
     uint64_t release0 = dh__s.release;
-    dh__assign_strand(op, &d, &flush);
-    if (dh__s.mode == DH_MODE_PLAN && dh_tracker_new_iteration())
+    m = dh__mode(); /* the mode changes under the lock only */
+    dh__assign_strand(m, op, &d, &flush);
+    if (m->iteration && m->iteration())
         dh_deps_s0_reset();
     if (op->strand == 1) {
         int64_t need = dh_deps_group(op);
@@ -459,8 +403,8 @@ int dh_sched_submit(dh_op_t *op)
             dh__s.stats.dependency_moves++;
             op->group = (uint64_t)need;
             op->after0 = 1;
-            if (dh__s.mode == DH_MODE_PLAN)
-                dh_tracker_floor((uint64_t)need);
+            if (m->moved)
+                m->moved((uint64_t)need);
         }
     }
     /* A group of one strand under way with every group before it complete goes out op by
@@ -474,21 +418,13 @@ int dh_sched_submit(dh_op_t *op)
         i->rec_strand = op->strand;
         i->rec_group = op->group;
     }
-    if (op->strand == 0 && dh__two_strands(dh__s.mode))
+    if (op->strand == 0 && m->two_strands)
         dh_deps_s0_add(op);
     if (op->kind == DH_OP_FREE_ASYNC && op->free_bytes && dh__pooling())
         dh_mpool_park(op, dh_op_free_ptr(op), op->free_bytes);
-    if (dh__s.mode == DH_MODE_PROFILE) {
-        op->prof = dh_prof_record(op, &d, mem, dh__tls_sizes, nsizes,
-                                  dh__stream_ordinal(op->stream), dh_deps_prof(op));
-        if (op->prof) {
-            dh_deps_prof_add(op, op->prof - 1);
-            if (op->kind == DH_OP_EVENT_RECORD) {
-                dh_evinst_t *i = op->shim_event;
-                i->rec_group = op->prof - 1;
-                i->rec_run = dh_deps_prof_run();
-            }
-        }
+    if (m->queue) {
+        dh_mode_alloc_t alloc = {mem, dh__tls_sizes, nsizes};
+        m->queue(op, &d, &alloc); /* profile: the op's record */
     }
     op->seq = dh__s.next_seq++;
     atomic_store_explicit(&dh__s.stamp, dh__s.next_seq, memory_order_relaxed);
@@ -521,32 +457,21 @@ int dh_sched_submit(dh_op_t *op)
     const dh_config_t *cfg = dh_config();
     uint64_t lim_ops = (uint64_t)cfg->max_queued_ops;
     uint64_t lim_bytes = (uint64_t)cfg->max_deferred_free_bytes;
-    if (dh__s.mode == DH_MODE_PLAN) {
-        /* What the plan holds by design is not lag: the planner bounded its memory
-         * (max_extra_mem_bytes); past a quarter more than it planned, it is. */
-        uint64_t po, pb;
-        dh_tracker_planned_hold(&po, &pb);
-        if (po + po / 4 > lim_ops)
-            lim_ops = po + po / 4;
-        if (pb + pb / 4 > lim_bytes)
-            lim_bytes = pb + pb / 4;
-    }
-    if (dh__s.mode == DH_MODE_PLAN && dh__mem_count(op, mem)) {
+    if (m->limits)
+        m->limits(&lim_ops, &lim_bytes); /* what the mode holds by design is not lag */
+    if (m->over_memory && m->over_memory(op, mem)) {
         dh__s.stats.mem_bound_vetoes++;
-        dh_tracker_drain(DH_UNPAIRED_MEM_BOUND);
         flush = 1;
     }
     if (dh__s.unc_ops > lim_ops || dh__s.unc_bytes > lim_bytes) {
         dh__s.stats.drains[DH_DRAIN_LAG]++;
-        if (dh__s.mode == DH_MODE_PLAN && dh_tracker_mid_iteration())
-            dh_pairing_drain(DH_DRAIN_LAG);
-        if (dh__s.mode == DH_MODE_PLAN)
-            dh_tracker_drain(DH_UNPAIRED_LAG);
+        if (m->lag)
+            m->lag();
         flush = 1;
     }
-    if (dh__s.mode == DH_MODE_PLAN && dh_tracker_seq_due())
+    if (m->seq_due && m->seq_due())
         dh__flush_seq(dh__s.next_seq, release0);
-    else if (flush || dh__s.mode == DH_MODE_PROFILE || dh__s.mode == DH_MODE_PASSTHROUGH)
+    else if (flush || m->issues_each)
         dh__flush_to(dh__s.next_seq);
     else if (let_out)
         dh__let_out(dh__s.next_seq, op->group + 1);
@@ -556,8 +481,8 @@ int dh_sched_submit(dh_op_t *op)
      * a synchronisation drains). */
     if (let_out)
         dh__s.let_out_unwoken++;
-    if (dh__s.mode == DH_MODE_PLAN)
-        dh__agree_no();
+    if (m->queued)
+        m->queued(); /* plan: a "no" the tracker asked for, before anything waits */
     int wake = dh__s.flush_upto > dh__s.low_water || dh__s.release > release0 ||
                dh__s.let_out_unwoken >= DH__LET_OUT_WAKE;
     if (wake) {
@@ -578,12 +503,13 @@ int dh_sched_submit(dh_op_t *op)
     }
     /* Auto mode went passthrough while another framework thread captured this op (the
      * calls that thread forwards from now on must not overtake it): it goes out now. */
-    while (dh__s.mode == DH_MODE_PASSTHROUGH && dh__s.started && !dh__s.stop &&
+    while (!dh__mode()->defers && dh__s.started && !dh__s.stop &&
            dh__s.low_water < dh__s.next_seq)
         pthread_cond_wait(&dh__s.done, &dh__s.lock);
+    m = dh__mode();
     pthread_mutex_unlock(&dh__s.lock);
-    if (dh__s.mode == DH_MODE_PLAN)
-        dh_tracker_report();
+    if (m->submitted)
+        m->submitted(); /* plan: a pending desync warning, with its call site */
     return 0;
 }
 
@@ -593,7 +519,8 @@ uint64_t dh__sched_passthrough(void)
     /* Until nothing is queued: ops another thread submits during a wait go out too. */
     while (dh__s.started && dh__s.low_water < dh__s.next_seq) {
         uint64_t target = dh__s.next_seq;
-        if (dh__s.mode == DH_MODE_PLAN && dh_tracker_seq_due())
+        const dh_mode_ops_t *m = dh__mode();
+        if (m->seq_due && m->seq_due())
             dh__flush_seq(target, dh__s.release);
         else
             dh__flush_to(target);
@@ -658,30 +585,19 @@ void dh_sched_drain(dh_drain_reason_t why)
 {
     pthread_mutex_lock(&dh__s.lock);
     dh__s.stats.drains[why]++;
-    if (dh__s.mode == DH_MODE_PLAN && dh_tracker_mid_iteration())
-        dh_pairing_drain(why);
-    uint64_t key = 0;
-    if (dh__s.mode == DH_MODE_PLAN && dh_tracker_drain_due(&key)) {
-        /* Mid-pair: the ranks agree on draining here before this thread waits for the
-         * device; unless every rank does, what is held goes out in program order
-         * (tracker.c, "agreement"). */
-        pthread_mutex_unlock(&dh__s.lock);
-        int d = dh_agree_vote(key, 2);
-        pthread_mutex_lock(&dh__s.lock);
-        dh_tracker_drain_set(d);
-    }
+    const dh_mode_ops_t *c = dh__s.ctl, *m = dh__mode();
+    if (m->drain)
+        m->drain(why); /* plan: mid-pair, the ranks agree on draining here first */
     if (dh__program_sync(why)) {
-        if (dh_auto_on())
-            dh_auto_synced();
-        if (dh__s.mode == DH_MODE_PROFILE)
-            dh_prof_sync();
-        else if (dh__s.mode == DH_MODE_PLAN)
-            dh_tracker_sync();
-        else if (dh__s.mode == DH_MODE_STRANDS)
-            dh_deps_s0_reset(); /* everything before is issued, in program order */
+        if (c && c->sync)
+            c->sync();
+        m = dh__mode();
+        if (m->sync)
+            m->sync();
     }
     uint64_t target = dh__s.next_seq;
-    if (dh__s.mode == DH_MODE_PLAN && dh_tracker_seq_due())
+    m = dh__mode();
+    if (m->seq_due && m->seq_due())
         dh__flush_seq(target, dh__s.release);
     else
         dh__flush_to(target);
@@ -689,8 +605,8 @@ void dh_sched_drain(dh_drain_reason_t why)
     while (dh__s.low_water < target && dh__s.started)
         pthread_cond_wait(&dh__s.done, &dh__s.lock);
     pthread_mutex_unlock(&dh__s.lock);
-    if (dh_auto_on() && why != DH_DRAIN_EXIT)
-        dh_auto_drained();
+    if (c && c->drained && why != DH_DRAIN_EXIT)
+        c->drained();
 }
 
 void dh_sched_kick(void)
@@ -704,7 +620,7 @@ void dh_sched_kick(void)
 
 static void dh__update_deferring(void)
 {
-    int on = dh__s.started && dh__defers(dh__s.mode) &&
+    int on = dh__s.started && dh__mode()->defers &&
              dh__s.reorder_allowed && !atomic_load(&dh__capturing);
     atomic_store(&dh__s.deferring, on);
 }
@@ -735,7 +651,7 @@ void dh_sched_set_reorder_allowed(int allowed, const char *why)
     dh__s.reorder_allowed = allowed;
     dh__update_deferring();
     pthread_mutex_unlock(&dh__s.lock);
-    if (!allowed && dh__s.mode != DH_MODE_PASSTHROUGH)
+    if (!allowed && dh__mode()->defers)
         DH_WARN(SCHED, "not reordering (DHELIX_MODE=%s runs as passthrough): %s",
                 dh_mode_name(dh__s.mode), why);
 }
@@ -765,50 +681,20 @@ void dh__fallback(const char *why)
     pthread_mutex_unlock(&dh__s.lock);
 }
 
-void dh_sched_stats(dh_sched_stats_t *out)
-{
-    pthread_mutex_lock(&dh__s.lock);
-    *out = dh__s.stats;
-    dh_tracker_stats_t t;
-    dh_tracker_stats(&t);
-    out->plan_iterations = t.iterations;
-    out->plan_desyncs = t.desyncs;
-    out->plan_resyncs = t.resyncs;
-    out->plan_matched_ops = t.matched_ops;
-    out->plan_unmatched_ops = t.unmatched_ops;
-    out->plan_refuted_phases = t.refuted;
-    out->plan_vetoed = t.vetoed;
-    out->plan_held_design = dh_tracker_hold_design();
-    out->mem_program_peak = dh__s.live_peak;
-    out->mem_device_peak = dh__s.devmem.peak;
-    out->mem_device_at_program = dh__s.devmem.live;
-    out->mem_device_at_program_peak = dh__s.devmem.live_peak;
-    out->mem_device_at_paired = dh__s.devmem.paired;
-    out->mem_device_at_unissued = dh__s.devmem.unissued;
-    out->mem_device_at_ws = dh__s.devmem.ws;
-    pthread_mutex_unlock(&dh__s.lock);
-    dh_agree_stats_t a;
-    dh_agree_stats(&a);
-    out->agree_rounds = a.rounds;
-    out->agree_no = a.no;
-    out->agree_timeouts = a.timeouts;
-    out->agree_waits = a.waits;
-    out->agree_total_ns = a.total_ns;
-    out->agree_max_ns = a.max_ns;
-    out->agree_broken = a.broken;
-}
-
 dh_mode_t dh_sched_mode(void) { return dh__s.mode; }
 
 static pthread_once_t dh__first_once = PTHREAD_ONCE_INIT;
 
 static void dh__first_call(void)
 {
-    if (dh_auto_on())
-        dh_auto_first_call();
-    if (dh__s.mode != DH_MODE_PLAN || dh_tracker_load(dh_config()->plan) == 0)
+    const dh_mode_ops_t *c = dh__s.ctl, *m;
+    if (c && c->first_call)
+        c->first_call();
+    m = dh__mode();
+    if (!m->first_call || m->first_call() == 0)
         return;
-    /* The plan cannot be used (one line said why): nothing was deferred yet. */
+    /* The mode cannot run (one line said why; plan: the plan cannot be used): nothing was
+     * deferred yet. */
     pthread_mutex_lock(&dh__s.lock);
     dh__s.mode = DH_MODE_PASSTHROUGH;
     dh__update_deferring();
@@ -819,15 +705,10 @@ void dh_sched_first_call(void) { pthread_once(&dh__first_once, dh__first_call); 
 
 void dh_sched_init(void)
 {
-    const dh_config_t *cfg = dh_config();
-    dh__s.mode = cfg->mode;
-    if (cfg->mode == DH_MODE_AUTO)
-        dh__s.mode = (dh_mode_t)dh_auto_init();
-    if (cfg->mode == DH_MODE_PLAN && !cfg->plan[0]) {
-        DH_ERROR(PLAN, "DHELIX_MODE=plan needs DHELIX_PLAN (a plan file); running passthrough");
-        dh__s.mode = DH_MODE_PASSTHROUGH;
-    }
-    if (!dh__defers(dh__s.mode))
+    const dh_mode_ops_t *t = dh_mode_table(dh_config()->mode);
+    dh__s.ctl = t->controls ? t : NULL;
+    dh__s.mode = t->start ? t->start() : t->mode;
+    if (!dh__mode()->defers)
         return;
     pthread_mutex_lock(&dh__s.lock);
     if (pthread_create(&dh__s.thread, NULL, dh__dispatch_main, NULL) == 0) {
@@ -846,7 +727,8 @@ void dh_sched_fini(void)
     pthread_mutex_unlock(&dh__s.lock);
     if (!started)
         return;
-    dh_auto_fini();
+    if (dh__s.ctl && dh__s.ctl->finish)
+        dh__s.ctl->finish();
     dh_sched_drain(DH_DRAIN_EXIT);
     pthread_mutex_lock(&dh__s.lock);
     if (dh__s.pending_error)
@@ -869,10 +751,7 @@ void dh_sched_fini(void)
     dh__s.unc_cap = 0;
     dh__s.unc_ops = dh__s.unc_bytes = 0;
     pthread_mutex_unlock(&dh__s.lock);
-    if (dh__s.mode == DH_MODE_PROFILE && !dh_auto_on())
-        dh_prof_finish();
-    if (dh__s.mode == DH_MODE_PLAN) {
-        dh_tracker_finish();
-        dh_pairing_finish();
-    }
+    const dh_mode_ops_t *m = dh__mode();
+    if (m->finish)
+        m->finish();
 }

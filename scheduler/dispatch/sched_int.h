@@ -15,6 +15,7 @@
 
 #include "common/config.h"
 #include "breaks.h"
+#include "sched_mode.h"
 #include "scheduler.h"
 
 #define DH_MAX_DEVICES 16
@@ -63,7 +64,8 @@ typedef struct dh_sched_state {
     pthread_cond_t work;          /* dispatcher waits for ops or a flush */
     pthread_cond_t done;          /* drainers wait for the low-water mark */
     atomic_int deferring;         /* mode defers, healthy, not capturing a graph */
-    dh_mode_t mode;
+    dh_mode_t mode;               /* the mode in force; its table: dh__mode() */
+    const dh_mode_ops_t *ctl;     /* auto mode's table, NULL without it (set at init) */
     int reorder_allowed;          /* lock */
     dh_op_t *in_head, *in_tail;   /* lock: submitted, not yet taken by the dispatcher */
     uint64_t next_seq;            /* lock */
@@ -129,6 +131,10 @@ typedef struct dh_sched_state {
 
 extern dh_sched_state_t dh__s;
 
+/* The table of the mode in force (sched_mode.h). Auto mode changes dh__s.mode under the
+ * lock at an iteration boundary; a reader without the lock sees the old or the new mode. */
+static inline const dh_mode_ops_t *dh__mode(void) { return dh_mode_table(dh__s.mode); }
+
 /* dispatch.c */
 void *dh__dispatch_main(void *arg);
 /* Lock held: the framework stream's record (created on first use). NULL on no memory. */
@@ -137,8 +143,11 @@ dh_vstream_t *dh__vstream_get(int device, cudaStream_t s);
  * calling thread with the real API; NULL on failure. */
 cudaStream_t dh__physical(int device, cudaStream_t s, int strand);
 
-/* tracker.c: the issue order of a plan's template group (NULL none); no lock needed */
+/* The issue order of a plan's template group (NULL none), from the mode's table. */
 const char *dh__plan_order(int lgroup);
+/* Lock held: the small ordinal of framework stream s, in order of first use (0 the legacy
+ * stream, -1 out of memory); profiles name streams so. */
+int dh__stream_ordinal(cudaStream_t s);
 
 /* sched.c, lock held */
 /* Asks the dispatcher to replay every op with seq < lim (after the flushes asked for
@@ -174,18 +183,10 @@ void dh__fallback(const char *why);  /* lock NOT held */
  * dh_sched_submit). Returns the operations deferred until then. */
 uint64_t dh__sched_passthrough(void);
 uint64_t dh__wall_ms(void);
+/* A small id of the calling thread, in order of first use (op->thread). */
+int dh__sched_thread_id(void);
 
 /* Bytes of cuBLAS workspaces the dispatcher allocated so far (dispatch.c). Any thread. */
 uint64_t dh__sched_ws_bytes(void);
-
-/* ---- memacct.c: device memory, counted in program order; lock held, plan mode ---- */
-/* Counts op (mem: the stream-ordered bytes its thread allocated since its previous op;
- * after op's free is in unc_bytes and held_free_bytes). 1 when what pairing holds passes
- * the extra-memory bound and the rank holds a pair it could still give up. */
-int dh__mem_count(const dh_op_t *op, int64_t mem);
-/* Before an allocation of size bytes that takes fresh memory, by a thread that allocated
- * pending bytes since its last op: waits (releasing the lock) while frees the dispatcher
- * may issue but has not would make the device pass the count's peak. */
-void dh__mem_before_fresh(size_t size, int64_t pending);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * scheduler/mem/: the shim's device memory. It owns the reuse of blocks whose free is
- * captured but not yet issued (this header) and the accounting of what pairing holds
- * (memacct.c: the program-order count, the planned bound, the device's peak). It may call
- * ops/ and real/; memacct.c reads the scheduler's state under its lock (dispatch/).
+ * captured but not yet issued (this header): parked blocks, the pool policy of each
+ * device. It may call ops/ and real/. (Plan mode's count of what pairing holds, its bound
+ * and the device's peak are plan mode's: modes/memacct.h.)
  *
  * mempool.h: the shim's stream-ordered reuse of memory whose free is captured but not yet
  * issued (DESIGN.md invariant 10, issue 15).
@@ -85,7 +85,8 @@ int dh_mpool_release(dh_op_t *op);
  * cudaMallocAsync allocates from) that the shim runs with: no internal dependencies (the
  * driver would make the allocating strand's stream wait for the other strand's pending
  * free: the strands would run one after the other); opportunistic reuse and event
- * dependencies stay as CUDA sets them (README, "Memory"). Any thread. */
+ * dependencies stay as CUDA sets them (docs/shim.md, "Pool reuse policies on real CUDA").
+ * Any thread. */
 void dh_mpool_policy(int device);
 /* Counters, and the bytes parked now. */
 void dh_mpool_stats(dh_mpool_stats_t *out, uint64_t *parked_now);

@@ -1,6 +1,6 @@
 /*
  * memacct.c: what reordering costs in device memory, counted on the framework side under
- * dh__s.lock (DESIGN.md invariant 10, issue 15; declared in sched_int.h).
+ * dh__s.lock (DESIGN.md invariant 10, issue 15; memacct.h).
  *
  * The count. What pairing costs is counted in program order, so that every rank reaches
  * the same verdict at the same op whatever its dispatcher's speed: live_bytes is what the
@@ -29,6 +29,7 @@
  */
 #include "common/membound.h"
 #include "common/log.h"
+#include "memacct.h"
 #include "plan.h"
 #include "sched_int.h"
 #include "tracker.h"
@@ -111,7 +112,7 @@ int dh__mem_count(const dh_op_t *op, int64_t mem)
 
 void dh__mem_before_fresh(size_t size, int64_t pending)
 {
-    if (dh__s.mode != DH_MODE_PLAN || !dh_tracker_planned())
+    if (!dh_tracker_planned())
         return;
     int waited = 0;
     for (;;) {
