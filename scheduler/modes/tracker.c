@@ -63,12 +63,28 @@ static struct {
     int settled;                      /* the rest of this iteration runs in program order */
     dh_unpaired_t why;                /* ... because of this (pairing.h) */
     uint64_t no_due;                  /* 1 + the key of a "no" to cast, 0 none */
+    int tentative;                    /* the iteration started has not reached confirm_c:
+                                         a mismatch before it is a false start, which
+                                         neither counts in iter_no nor has voted */
+    int probe_no_owed;                /* the probe's "no", cast once it is confirmed */
+    size_t confirm_c;                 /* immutable once loaded (dh__vote_points) */
     int seq_due;                      /* what is held must go out in program order */
 } dh__t;
 
 static __thread char dh__t_report[768];
 
 static int dh__vote_points(const dh_plan_section_t *s);
+
+/* A start of the template counts as an iteration (in the agreement's keys) once this many of
+ * its ops matched. The template starts after a host synchronisation, and so does every
+ * search for it; a synchronisation inside an iteration (the last pipeline stage's loss
+ * check per micro-batch, an MoE routing step) whose next op looks like the template's first
+ * is a false start that fails within a few ops (1-26 on si pp_vpp), and ranks make
+ * different numbers of them (stages synchronise differently): counted, they put one
+ * stage's keys ahead of another's, and every vote after that waited for a round nobody
+ * else held. An iteration that differs from the template later (an MoE iteration whose op
+ * counts vary, an injected divergence: hundreds of ops in) still counts on every rank. */
+#define DH__CONFIRM_OPS 64
 
 int dh_tracker_load(const char *path)
 {
@@ -215,6 +231,8 @@ static int dh__vote_points(const dh_plan_section_t *s)
         mask |= 1ull << (dh__t.vp[k].pair < 63 ? dh__t.vp[k].pair : 63);
     dh__t.nvp = n;
     dh__t.agree = n > 0 && dh_agree_needed();
+    /* Where a start counts (DH__CONFIRM_OPS, below), never past the first pair. */
+    dh__t.confirm_c = n > 0 && dh__t.vp[0].c0 < DH__CONFIRM_OPS ? dh__t.vp[0].c0 : DH__CONFIRM_OPS;
     dh_agree_set_mask(mask);
     return 0;
 }
@@ -387,13 +405,21 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
         dh__t.vpi = 0;
         dh__t.sub = 0;
         dh__t.settled = 0;
-        /* The probe runs in program order: its peers learn so at once. Nothing of the
-         * iteration is held yet. */
+        /* The probe runs in program order: its peers learn so once the start counts
+         * (DH__CONFIRM_OPS), before any pair. Nothing of the iteration is held yet. */
         if (dh__t.probing) {
-            dh__settle(1, DH_UNPAIRED_PROBE);
+            dh__settle(0, DH_UNPAIRED_PROBE);
             dh__t.seq_due = 0;
         }
+        dh__t.tentative = dh__t.agree && dh__t.confirm_c > 0;
+        dh__t.probe_no_owed = dh__t.probing && dh__t.agree;
         dh_deps_taint_reset(&dh__t.probe_iter, dh_sched_stamp());
+    }
+    if (dh__t.cur.c >= dh__t.confirm_c && (dh__t.tentative || dh__t.probe_no_owed)) {
+        dh__t.tentative = 0;
+        if (dh__t.probe_no_owed && dh__t.vpi < dh__t.nvp)
+            dh__t.no_due = 1 + dh__key(dh__t.iter_no, dh__t.vpi);
+        dh__t.probe_no_owed = 0;
     }
     dh_plan_here_t h;
     dh_plan_walk_at(dh__t.w, &dh__t.cur, &h);
@@ -471,6 +497,7 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         }
         /* Mid-iteration mismatch: what is held is issued now, in a legal order. */
         *flush = 1;
+        int uncounted = 0, was_tentative = dh__t.tentative;
         /* At an iteration boundary the program may simply have left the loop (evaluation,
          * cleanup), and a first iteration may differ from the steady state (lazy set-up):
          * only a mismatch inside an iteration after a matched one is a desync. */
@@ -485,9 +512,13 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
              * vary with the data) is one, and its peers may wait for this rank's vote on
              * it: it says no (below), and every rank runs it in program order. */
             dh__t.iter_no--;
-        } else if (dh__t.cur.c > 0) {
+            uncounted = 1;
+        } else if (dh__t.cur.c > 0 && !dh__t.tentative) {
             dh__settle(1, DH_UNPAIRED_DESYNC);
+        } else if (dh__t.cur.c > 0) {
+            dh__settle(0, DH_UNPAIRED_DESYNC);  /* a false start: nothing to say no to */
         }
+        dh__t.tentative = dh__t.probe_no_owed = 0;
         if (dh__t.cur.c > 0 && dh__t.iters_tracked > 0) {
             /* An iteration abandoned (a false start is none): it ran as planned up to here
              * at most. */
@@ -504,12 +535,8 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
             DH_INFO(PLAN, "op %zu of the template does not match in the first iteration "
                     "followed (%s '%s'); looking for the next iteration boundary", dh__t.cur.c,
                     dh_op_kind_name(op->kind), d->name);
-            /* A false start is no iteration: the agreement's keys count iterations, and
-             * ranks whose programs start differently (rank 0 loads the data, the last
-             * pipeline stage computes the loss) make different numbers of false starts
-             * before their first iteration; counting them put one stage's keys ahead of
-             * another's, and every vote after it waited for a round nobody else held. */
-            if (dh__t.cur.c > 0 && dh__t.iter_no > 0)
+            /* A false start (DH__CONFIRM_OPS) is no iteration. */
+            if (was_tentative && !uncounted && dh__t.iter_no > 0)
                 dh__t.iter_no--;
             dh__t.state = DH__T_SEARCH;
         }
