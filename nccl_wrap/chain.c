@@ -1,4 +1,5 @@
-/* chain.c: program order among deferred NCCL ops (see chain.h). */
+/* chain.c: program order among deferred NCCL ops, but for the ones a plan moves (see
+ * chain.h). */
 #include "chain.h"
 
 #include <pthread.h>
@@ -7,21 +8,26 @@
 #include "common/log.h"
 #include "real.h"
 #include "scheduler.h"
+#include "tracker.h"
 
 #define DH__CHAIN_DEVICES 16
 
 static pthread_mutex_t dh__chain_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
-    cudaEvent_t ev;          /* lock: created on first use */
+    cudaEvent_t ev[2];       /* lock: created on first use; ev[t] is recorded after the NCCL
+                                ops of plan strand t (all ops are strand 0 without a plan) */
+    int has[2];              /* lock: ev[t] has a record */
     cudaStream_t last;       /* lock: stream of the device's latest NCCL op */
     int have;                /* lock: there is one */
+    int last_t;              /* lock: its strand (the event of its record) */
 } dh__chain[DH__CHAIN_DEVICES];
 
-/* Lock held. The device's chain event, created on that device; NULL on failure. */
-static cudaEvent_t dh__chain_event(int dev)
+/* Lock held. The device's chain event of strand t, created on that device; NULL on
+ * failure. */
+static cudaEvent_t dh__chain_event(int dev, int t)
 {
-    if (dh__chain[dev].ev != NULL)
-        return dh__chain[dev].ev;
+    if (dh__chain[dev].ev[t] != NULL)
+        return dh__chain[dev].ev[t];
     const dh_real_t *r = dh_real();
     int saved = -1;
     if (r->cudaGetDevice(&saved) != cudaSuccess)
@@ -31,7 +37,7 @@ static cudaEvent_t dh__chain_event(int dev)
         r->cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess)
         ev = NULL;
     r->cudaSetDevice(saved);
-    dh__chain[dev].ev = ev;
+    dh__chain[dev].ev[t] = ev;
     return ev;
 }
 
@@ -58,8 +64,7 @@ void dh_nccl_submit(dh_op_t *op)
         return;
     }
     pthread_mutex_lock(&dh__chain_lock);
-    cudaEvent_t ev = dh__chain_event(dev);
-    if (ev == NULL) {
+    if (dh__chain_event(dev, 0) == NULL || dh__chain_event(dev, 1) == NULL) {
         /* No event, no chain: issue what is queued first, then this op, in order. */
         pthread_mutex_unlock(&dh__chain_lock);
         DH_WARN_ONCE(NCCL, "cannot create the event that keeps NCCL operations in order; "
@@ -68,10 +73,26 @@ void dh_nccl_submit(dh_op_t *op)
         dh_sched_submit(op);
         return;
     }
-    if (dh__chain[dev].have && dh__chain[dev].last != s)
-        dh__chain_op(0, dev, s, ev);
+    /* The same event ops as in program order (profile mode recorded them in the template:
+     * a wait when the previous NCCL op was on another stream, a record after each); only
+     * their events differ. In program order the wait is on the latest op's record. In a
+     * paired iteration of a plan that moves NCCL ops it is on the latest record of the
+     * op's own strand (one of an earlier pair when the strand has none in this one, which
+     * orders nothing new): each strand keeps program order, the plan orders the two. */
+    int wait = dh__chain[dev].have && dh__chain[dev].last != s;
+    int t = 0;
+    int per_strand = dh_tracker_chain_class(wait, &t);
+    t = t == 1;
+    if (wait) {
+        int on = per_strand && dh__chain[dev].has[t] ? t : dh__chain[dev].last_t;
+        DH_DEBUG(NCCL, "chain: wait on strand %d's latest NCCL op (op of strand %d%s)", on, t,
+                 per_strand ? ", strands chained apart" : "");
+        dh__chain_op(0, dev, s, dh__chain[dev].ev[on]);
+    }
     dh_sched_submit(op);
-    dh__chain[dev].have = dh__chain_op(1, dev, s, ev) == 0;
+    dh__chain[dev].have = dh__chain_op(1, dev, s, dh__chain[dev].ev[t]) == 0;
+    dh__chain[dev].has[t] |= dh__chain[dev].have;
     dh__chain[dev].last = s;
+    dh__chain[dev].last_t = t;
     pthread_mutex_unlock(&dh__chain_lock);
 }

@@ -16,6 +16,21 @@
  * the record, which the program without the shim does not do. Ops on one stream need
  * nothing: the dispatcher keeps each stream's program order.
  *
+ * A plan may move NCCL ops across communicators (dh_plan_op_t.moved: point-to-point posts
+ * the planner proved can go after the next forward's collectives without a cycle of waits,
+ * over every rank's plan and every mix of plan and program order the agreement produces,
+ * scheduler/plan/moves.h). In an iteration such a plan pairs, the chain keeps each
+ * strand's NCCL ops in program order, and the order across the two strands is the plan's
+ * (the dispatcher issues each group in its order, order.c): an op waits for the latest
+ * NCCL op of its own strand; one event per strand carries the records. Chaining a
+ * forward's collective to the backward's last NCCL op instead would hold it behind the
+ * whole backward (and the runtime would move it to a later group on one rank and not on
+ * its tensor-parallel peer, whose stream use differs: a collective mismatch). The event
+ * ops are the same as in program order (the template, recorded by profile mode, still
+ * matches); only which event each refers to differs. Outside plan mode, with a plan that
+ * moves nothing, and in an iteration the rank does not pair (the probe, a vetoed or
+ * desynchronised one), every NCCL op follows the latest one, as above.
+ *
  * Thread-safety: dh_nccl_submit may be called from any thread; a process-wide lock (a leaf
  * but for the scheduler's, taken inside it) keeps the wait, the op and the record together
  * in program order.
@@ -26,7 +41,7 @@
 #include "op.h"
 
 /* Submits an NCCL op (DH_OP_NCCL or DH_OP_NCCL_GROUP) to the scheduler, with the chaining
- * above. Takes ownership of op. */
+ * above (dh_tracker_chain_class says which). Takes ownership of op. */
 void dh_nccl_submit(dh_op_t *op);
 
 #endif

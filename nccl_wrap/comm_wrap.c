@@ -66,11 +66,11 @@ static void dh__created(dh_nccl_comm_t **es, int n, ncclResult_t rc)
 }
 
 static ncclResult_t dh__init(ncclComm_t *comm, int nranks, int rank, const ncclConfig_t *cfg,
-                             ncclResult_t rc)
+                             uint64_t ident, ncclResult_t rc)
 {
     if ((rc == ncclSuccess || rc == ncclInProgress) && comm != NULL && *comm != NULL) {
         dh_nccl_birth_t b = {DH_NCCL_FROM_INIT, nranks, rank, dh__current_device(),
-                             dh__config_name(cfg), NULL, -1, -1};
+                             dh__config_name(cfg), NULL, -1, -1, ident};
         dh_nccl_comm_t *e = dh_nccl_reg_add(*comm, &b);
         dh__created(&e, 1, rc);
     }
@@ -87,7 +87,7 @@ DH_HOOK_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclU
     DH_WRAP_ENTER(NCCL, ncclResult_t, ncclCommInitRank);
     dh__settle();
     DH__FORWARD(ncclCommInitRank, (comm, nranks, commId, rank));
-    rc_ = dh__init(comm, nranks, rank, NULL, rc_);
+    rc_ = dh__init(comm, nranks, rank, NULL, dh_nccl_ident(&commId, sizeof commId), rc_);
     dh__hook_leave();
     return rc_;
 }
@@ -99,7 +99,7 @@ DH_HOOK_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks,
     DH_WRAP_ENTER(NCCL, ncclResult_t, ncclCommInitRankConfig);
     dh__settle();
     DH__FORWARD(ncclCommInitRankConfig, (comm, nranks, commId, rank, config));
-    rc_ = dh__init(comm, nranks, rank, config, rc_);
+    rc_ = dh__init(comm, nranks, rank, config, dh_nccl_ident(&commId, sizeof commId), rc_);
     dh__hook_leave();
     return rc_;
 }
@@ -111,7 +111,9 @@ DH_HOOK_EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nr
     DH_WRAP_ENTER(NCCL, ncclResult_t, ncclCommInitRankScalable);
     dh__settle();
     DH__FORWARD(ncclCommInitRankScalable, (newcomm, nranks, myrank, nId, commIds, config));
-    rc_ = dh__init(newcomm, nranks, myrank, config, rc_);
+    uint64_t id_ = nId > 0 && commIds != NULL ? dh_nccl_ident(commIds, (size_t)nId * sizeof *commIds)
+                                              : 0;
+    rc_ = dh__init(newcomm, nranks, myrank, config, id_, rc_);
     dh__hook_leave();
     return rc_;
 }
@@ -126,7 +128,7 @@ DH_HOOK_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const in
         int n = ndev < 64 ? ndev : 64;
         for (int i = 0; i < n; i++) {
             dh_nccl_birth_t b = {DH_NCCL_FROM_ALL, ndev, i, devlist ? devlist[i] : i, NULL,
-                                 NULL, -1, -1};
+                                 NULL, -1, -1, 0};
             es[i] = dh_nccl_reg_add(comm[i], &b);
         }
         dh__created(es, n, rc_);
@@ -140,7 +142,7 @@ static void dh__derived(ncclComm_t parent, ncclComm_t *newcomm, dh_nccl_origin_t
 {
     if ((rc != ncclSuccess && rc != ncclInProgress) || newcomm == NULL || *newcomm == NULL)
         return;
-    dh_nccl_birth_t b = {origin, -1, -1, -1, dh__config_name(cfg), parent, color, key};
+    dh_nccl_birth_t b = {origin, -1, -1, -1, dh__config_name(cfg), parent, color, key, 0};
     dh_nccl_comm_t *e = dh_nccl_reg_add(*newcomm, &b);
     dh__created(&e, 1, rc);
 }

@@ -119,6 +119,23 @@ void dh_nccl_reg_describe(const dh_nccl_comm_t *e, char *name, size_t len, char 
     pthread_mutex_unlock(&dh__reg_lock);
 }
 
+uint64_t dh_nccl_ident(const void *ids, size_t n)
+{
+    const unsigned char *p = ids;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h ? h : 1;
+}
+
+uint64_t dh_nccl_reg_ident(const dh_nccl_comm_t *e)
+{
+    pthread_mutex_lock(&dh__reg_lock);
+    uint64_t id = e->ident;
+    pthread_mutex_unlock(&dh__reg_lock);
+    return id;
+}
+
 /* Lock held: forgets the live handle of e. */
 static void dh__unlink_locked(ncclComm_t comm)
 {
@@ -156,6 +173,7 @@ dh_nccl_comm_t *dh_nccl_reg_add(ncclComm_t comm, const dh_nccl_birth_t *b)
     e->device = b->device;
     e->color = b->color;
     e->key = b->key;
+    e->ident = b->ident;
     snprintf(e->name, sizeof e->name, "%s", b->name ? b->name : "");
     e->live = 1;
     atomic_init(&e->enabled, 1);
@@ -164,6 +182,14 @@ dh_nccl_comm_t *dh_nccl_reg_add(ncclComm_t comm, const dh_nccl_birth_t *b)
     k->e = e;
     pthread_mutex_lock(&dh__reg_lock);
     e->parent = b->parent ? dh__find_locked(b->parent) : NULL;
+    if (e->parent != NULL && e->parent->ident != 0) {
+        /* A child's identity: its parent's, the colour, the parent's children so far. */
+        uint64_t w[3] = {e->parent->ident, (uint64_t)(int64_t)b->color,
+                         (uint64_t)e->parent->nderived};
+        e->ident = dh_nccl_ident(w, sizeof w);
+    }
+    if (e->parent != NULL)
+        e->parent->nderived++;
     e->order = ++dh__reg_order;
     dh__unlink_locked(comm);
     HASH_ADD_PTR(dh__reg_table, comm, k);
@@ -235,7 +261,7 @@ dh_nccl_comm_t *dh_nccl_reg_get(ncclComm_t comm)
         int n, r, d;
         if (dh__query(comm, &n, &r, &d) != 0)
             return NULL;
-        dh_nccl_birth_t b = {DH_NCCL_FROM_SEEN, n, r, d, NULL, NULL, -1, -1};
+        dh_nccl_birth_t b = {DH_NCCL_FROM_SEEN, n, r, d, NULL, NULL, -1, -1, 0};
         if ((e = dh_nccl_reg_add(comm, &b)) == NULL)
             return NULL;
     } else if (dh__fill(e) != 0) {

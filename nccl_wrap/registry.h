@@ -64,6 +64,10 @@ struct dh_nccl_comm {
     char name[DH_NCCL_NAME_MAX];      /* const: commName or "" */
     dh_nccl_comm_t *parent;           /* const: split/shrink parent or NULL */
     int color, key;                   /* const: of the split */
+    uint64_t ident;                   /* const: the same on every member, different for
+                                         every other communicator of the job; 0 unknown
+                                         (dh_nccl_ident below) */
+    int nderived;                     /* lock: splits and shrinks made of it so far */
     _Atomic int ready;                /* nranks, rank, device are valid (release) */
     int nranks, rank, device;         /* lock; read without it once ready */
     int *members;                     /* lock: global ranks, [nranks], or NULL */
@@ -93,6 +97,7 @@ typedef struct dh_nccl_birth {
     const char *name;                 /* commName, copied */
     ncclComm_t parent;
     int color, key;
+    uint64_t ident;                   /* InitRank*: dh_nccl_ident of the unique ids; 0 else */
 } dh_nccl_birth_t;
 
 /* ---- lifetime (any thread) ---- */
@@ -131,6 +136,16 @@ void dh_nccl_reg_learn(dh_nccl_comm_t **es, int n);
  * when unknown), size and this process's rank in it. */
 void dh_nccl_reg_describe(const dh_nccl_comm_t *e, char *name, size_t len, char *role,
                           size_t rlen, int *nranks, int *rank);
+/* The identity of a communicator made by ncclCommInitRank* from the n unique ids ids[0..n):
+ * a hash of their bytes, which every member passes alike. A split or shrink's child gets a
+ * hash of its parent's identity, the colour and how many children the parent had before
+ * (members split a communicator in one order, NCCL requires it), so the members of one
+ * child agree and those of its siblings differ. The planner tells communicators apart
+ * across processes by it (scheduler/plan/moves.h). Never 0. Thread-safe, pure. */
+uint64_t dh_nccl_ident(const void *ids, size_t n);
+/* e's identity (above), 0 unknown (a communicator first seen in use, or made by
+ * ncclCommInitAll: its members are this process's devices). */
+uint64_t dh_nccl_reg_ident(const dh_nccl_comm_t *e);
 
 /* The process's global rank from the launcher (RANK, OMPI_COMM_WORLD_RANK, PMI_RANK,
  * SLURM_PROCID) and the job's size (WORLD_SIZE, OMPI_COMM_WORLD_SIZE, PMI_SIZE,

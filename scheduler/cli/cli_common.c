@@ -23,6 +23,8 @@ static const dh_col_t dh__summary_cols[] = {
     {"speedup", "speedup x", DH_CELL_NUM},
     {"extra_mem_mib", "extra MiB", DH_CELL_NUM},
     {"hidden_comm_pct", "hidden comm %", DH_CELL_NUM},
+    {"moves", "moves", DH_CELL_NUM},
+    {"moves_refused", "refused", DH_CELL_NUM},
 };
 #define DH__NSUMMARY ((int)(sizeof(dh__summary_cols) / sizeof(dh__summary_cols[0])))
 
@@ -82,6 +84,8 @@ static dh_status_t dh__summary_row(dh_table_t *t, const dh_plan_t *p, int sec)
     snprintf(c[k++], sizeof(c[0]), "%.3f", s->si_us > 0 ? s->baseline_us / s->si_us : 1.0);
     snprintf(c[k++], sizeof(c[0]), "%.1f", s->extra_mem_bytes / 1048576.0);
     snprintf(c[k++], sizeof(c[0]), "%.1f", s->hidden_comm_fraction * 100);
+    snprintf(c[k++], sizeof(c[0]), "%d", s->moves);
+    snprintf(c[k++], sizeof(c[0]), "%d", s->moves_refused);
     const char *cells[DH__NSUMMARY];
     for (int i = 0; i < DH__NSUMMARY; i++)
         cells[i] = c[i];

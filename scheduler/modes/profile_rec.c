@@ -86,6 +86,7 @@ static int dh__comm_index(const void *reg)
     dh_prof_comm_t *c = &dh__pr.comm_info[i];
     dh_nccl_reg_describe(reg, c->name, sizeof c->name, c->role, sizeof c->role, &c->nranks,
                          &c->rank);
+    c->ident = dh_nccl_reg_ident(reg);
     if (strcmp(c->role, "-") == 0)
         c->role[0] = '\0';
     return i;

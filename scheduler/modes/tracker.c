@@ -38,6 +38,7 @@ static struct {
     size_t nops;
     uint64_t last_sig;                /* the template's last op's signature */
     int ngroups, nphases;
+    int has_moves;                    /* the section moves NCCL ops (dh_tracker_chain_class) */
     uint64_t held_ops, held_bytes;    /* what the plan holds back at most */
     double max_extra;                 /* the plan's max_extra_mem_bytes */
     char path[512];
@@ -142,6 +143,9 @@ int dh_tracker_attach(dh_plan_t *p, const char *path)
         dh__t.nphases = s->nphases;
         dh__t.held_ops = (uint64_t)s->held_ops;
         dh__t.held_bytes = (uint64_t)s->held_free_bytes;
+        dh__t.has_moves = 0;
+        for (size_t i = 0; i < s->nops; i++)
+            dh__t.has_moves |= s->ops[i].moved != 0;
         dh__t.max_extra = p->max_extra_mem_bytes;
         free(dh__t.refuted);
         if (!(dh__t.refuted = calloc((size_t)s->nphases + 1, 1))) {
@@ -716,6 +720,24 @@ int dh_tracker_seq_due(void)
     int s = dh__t.seq_due;
     dh__t.seq_due = 0;
     return s;
+}
+
+int dh_tracker_chain_class(int ahead, int *strand)
+{
+    pthread_mutex_lock(&dh__s.lock);
+    int free_ = 0;
+    *strand = 0;
+    if (dh__t.w && dh__t.state == DH__T_TRACK) {
+        dh_plan_cursor_t c = dh__t.cur;
+        for (int k = 0; k < ahead; k++)
+            dh_plan_walk_next(dh__t.w, &c);
+        *strand = dh__op_at(&c)->strand;
+        /* An iteration starting at c (op 0) is not known to pair yet: program order. */
+        free_ = dh__t.has_moves && c.c != 0 && dh__t.cur.c != 0 && !dh__t.probing &&
+                !dh__t.settled;
+    }
+    pthread_mutex_unlock(&dh__s.lock);
+    return free_;
 }
 
 int dh_tracker_predict_strand(void)

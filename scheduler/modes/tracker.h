@@ -111,6 +111,18 @@ int dh_tracker_predict_strand(void);
  * program order), leaving *strand and *group alone. */
 int dh_tracker_predict_where(int *strand, uint64_t *group);
 
+/* Takes the scheduler's lock. How nccl_wrap/chain.c orders the program's op `ahead` ops
+ * from now (0: the next) among NCCL ops: *strand is its strand in the plan (0 when the
+ * template is not followed); returns 1 when it is in an iteration this rank may pair (not
+ * the probe, not sent to program order) and the plan moves NCCL ops across communicators
+ * (dh_plan_op_t.moved: the planner proved its order across strands, scheduler/plan/
+ * moves.h), so that each strand's NCCL ops keep program order among themselves and the
+ * plan orders the two strands'; 0: every NCCL op in program order. Asked while chain.c
+ * holds its own lock, before it submits the op; an op another thread submits in between
+ * would shift it, which the programs the shim follows (one thread issues at a time: the
+ * autograd thread while the main thread waits for it) do not do. */
+int dh_tracker_chain_class(int ahead, int *strand);
+
 /* Lock held: the host synchronised (an iteration boundary may follow). */
 void dh_tracker_sync(void);
 

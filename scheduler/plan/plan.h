@@ -60,6 +60,8 @@ typedef struct dh_prof_comm {
     char name[DH_PLAN_NAME_MAX];    /* commName, may be "" */
     char role[16];                  /* "tp", "cp+dp", ... or "" (unknown) */
     int nranks, rank;
+    uint64_t ident;                 /* the same in every member's profile, 0 unknown
+                                       (nccl_wrap/registry.h, dh_nccl_ident) */
 } dh_prof_comm_t;
 
 typedef struct dh_prof_op {
@@ -175,6 +177,9 @@ typedef struct dh_plan_op {
     int8_t strand;                  /* 0 (strand a: backward of i, or unpaired) or 1 (b) */
     int32_t group;                  /* index into groups */
     double us;                      /* profiled device time */
+    int8_t moved;                   /* an NCCL op the plan issues where its group's order
+                                       puts it, not in program order among the NCCL ops of
+                                       other communicators (plan/moves.h, nccl_wrap/chain.h) */
 } dh_plan_op_t;
 
 typedef struct dh_plan_phase {
@@ -211,6 +216,8 @@ typedef struct dh_plan_section {
     double held_ops;                /* most ops the runtime holds back for pairing at once
                                        (in groups not complete yet), 0 unknown */
     double held_free_bytes;         /* most bytes of frees it holds back so, 0 unknown */
+    int moves;                      /* pairs whose point-to-point posts moved (moves.h) */
+    int moves_refused;              /* pairs whose move the cycle check refused */
 } dh_plan_section_t;
 
 typedef struct dh_plan {

@@ -77,7 +77,8 @@ static int dh__op_shifted(const dh_plan_op_t *x, const dh_plan_op_t *y, int dp, 
     return x->phase >= 0 && y->phase == x->phase + dp && y->group == x->group + dg &&
            x->sig == y->sig && x->shape_dynamic == y->shape_dynamic &&
            (x->shape_dynamic || x->shape == y->shape) && x->cls == y->cls &&
-           x->strand == y->strand && x->us == y->us && strcmp(x->kind, y->kind) == 0 &&
+           x->strand == y->strand && x->moved == y->moved && x->us == y->us &&
+           strcmp(x->kind, y->kind) == 0 &&
            strcmp(x->name, y->name) == 0;
 }
 
@@ -180,7 +181,8 @@ static int dh__chunk_same(const dh_plan_section_t *s, const dh__chunk_t *x, cons
         if ((a->phase >= 0 ? a->phase - x->ph0 : -1) != (b->phase >= 0 ? b->phase - y->ph0 : -1) ||
             a->group - x->g0 != b->group - y->g0 || a->sig != b->sig ||
             a->shape_dynamic != b->shape_dynamic || (!a->shape_dynamic && a->shape != b->shape) ||
-            a->cls != b->cls || a->strand != b->strand || a->us != b->us ||
+            a->cls != b->cls || a->strand != b->strand || a->moved != b->moved ||
+            a->us != b->us ||
             strcmp(a->kind, b->kind) != 0 || strcmp(a->name, b->name) != 0)
             return 0;
     }

@@ -62,6 +62,8 @@ dh_status_t dh__plan_op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t 
     DH_CHECK(dh__jint(r, o, &here, "group", 1, 0, 0, 1 << 30, &v));
     op->group = (int32_t)v;
     DH_CHECK(dh__jnum(r, o, &here, "us", 0, 0, -1, 1e15, &op->us));
+    DH_CHECK(dh__jint(r, o, &here, "moved", 0, 0, 0, 1, &v));
+    op->moved = (int8_t)v;
     return DH_OK;
 }
 
@@ -158,6 +160,11 @@ static dh_status_t dh__section_parse(const dh__jr_t *r, json_t *arr, const dh__j
     DH_CHECK(dh__jnum(r, o, &here, "hidden_comm_fraction", 0, 0, 0, 1, &s->hidden_comm_fraction));
     DH_CHECK(dh__jnum(r, o, &here, "held_ops", 0, 0, 0, 1e15, &s->held_ops));
     DH_CHECK(dh__jnum(r, o, &here, "held_free_bytes", 0, 0, 0, 1e18, &s->held_free_bytes));
+    long long mv;
+    DH_CHECK(dh__jint(r, o, &here, "moves", 0, 0, 0, 1 << 30, &mv));
+    s->moves = (int)mv;
+    DH_CHECK(dh__jint(r, o, &here, "moves_refused", 0, 0, 0, 1 << 30, &mv));
+    s->moves_refused = (int)mv;
 
     if (version != DH_PLAN_VERSION_FLAT)
         return dh__plan_blocks_parse(r, o, &here, s);
@@ -391,6 +398,8 @@ void dh__plan_op_json(dh_strbuf_t *b, const dh_plan_op_t *op, int ph0, int g0)
                      op->phase >= 0 ? (int)op->phase - ph0 : -1, (int)op->strand,
                      (int)op->group - g0);
     dh__json_num(b, op->us);
+    if (op->moved)
+        dh_strbuf_puts(b, ", \"moved\": 1");
     dh_strbuf_puts(b, "}");
 }
 
@@ -426,6 +435,9 @@ void dh__plan_section_head_json(dh_strbuf_t *b, const dh_plan_section_t *s)
     dh__json_num(b, s->held_ops);
     dh_strbuf_puts(b, ", \"held_free_bytes\": ");
     dh__json_num(b, s->held_free_bytes);
+    if (s->moves || s->moves_refused)
+        dh_strbuf_printf(b, ", \"moves\": %d, \"moves_refused\": %d", s->moves,
+                         s->moves_refused);
     dh_strbuf_puts(b, ",\n");
 }
 

@@ -1,5 +1,6 @@
 /* planner.c: profiles -> sections -> phases -> aligned pairs -> groups (planner.h). */
 #include "planner_int.h"
+#include "moves.h"
 #include "plan_int.h"
 #include "memsim.h"
 
@@ -111,6 +112,8 @@ typedef struct dh__sect {
     const long *match;              /* mirroring: its ops matched to its root's */
     const uint8_t *alone;           /* its root's ops a section of the cluster lacks, or NULL */
     dh__dpcache_t cache;            /* its pairs' alignments by input */
+    int no_moves;                   /* the cycle check refused this section's moves */
+    const size_t *moved;            /* per B phase: ops moved into it (moves.h), or NULL */
 } dh__sect_t;
 
 /* Ops, ranks and times of a section, averaged over its members. */
@@ -325,6 +328,16 @@ static dh_status_t dh__pair_need(const dh__pl_t *pl, const dh__sect_t *x,
             return DH_ERR_NOMEM;
         need[j] = n;
     }
+    /* With posts moved into the backward, the forward's own point-to-point operations keep
+     * their place after them (moves.h: every rank's point-to-point operations stay in
+     * program order among themselves), so they follow all of it. */
+    for (size_t j = 0; x->moved != NULL && x->moved[k] > 0 && j < pf->n; j++) {
+        if (!dh__move_is_post(pl->prof[x->members[0]], &t->ops[pf->first + j]))
+            continue;
+        if (need == NULL && (need = calloc(pf->n, sizeof *need)) == NULL)
+            return DH_ERR_NOMEM;
+        need[j] = pb->n;
+    }
     *out = need;
     return DH_OK;
 }
@@ -531,9 +544,24 @@ static dh_status_t dh__section(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sectio
     DH_CHECK(dh__section_ops(pl, x, s));
     DH_CHECK(dh__phases(pl->tmpl[x->members[0]].ops, s->nops, &s->phases, &s->nphases));
     dh__check_microbatches(pl, s, sec);
-    DH_CHECK(dh__align_ops(pl, x, s));
-    dh__mirror_times(x, s);
-    DH_CHECK(dh__section_groups(pl, x, s, sec));
+    size_t *moved = calloc((size_t)s->nphases + 1, sizeof(*moved));
+    if (moved == NULL)
+        return DH_ERR_NOMEM;
+    if (x->no_moves)
+        s->moves_refused = dh__moves_count(pl->prof[x->members[0]], pl->tmpl[x->members[0]].ops, s);
+    else
+        dh__moves_apply(pl->prof[x->members[0]], pl->tmpl[x->members[0]].ops, s, moved);
+    x->moved = moved;
+    dh_status_t st = dh__align_ops(pl, x, s);
+    if (st == DH_OK) {
+        dh__mirror_times(x, s);
+        st = dh__section_groups(pl, x, s, sec);
+    }
+    if (st == DH_OK)
+        dh__moves_mark(s, moved);
+    x->moved = NULL;
+    free(moved);
+    DH_CHECK(st);
     DH_CHECK(dh__held(pl->tmpl[x->members[0]].ops, s));
     dh_memsim_result_t ms;
     DH_CHECK(dh_memsim_section(s, x->mops, pl->agree, &ms));
@@ -605,8 +633,9 @@ static void dh__no_pairs_no_cost(dh_plan_t *plan)
         plan->sections[k].extra_mem_bytes = 0;
 }
 
-static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
+static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan, uint8_t *refuse, int *again)
 {
+    *again = 0;
     int *sec = calloc((size_t)pl->n, sizeof(*sec)), *first_of = calloc((size_t)pl->n, sizeof(int));
     int *members = calloc((size_t)pl->n, sizeof(int));
     const dh__tmpl_t **tmpl = calloc((size_t)pl->n, sizeof(*tmpl));
@@ -630,7 +659,8 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
     for (int s = 0; s < ns && st == DH_OK; s++) {
         int r = mir.root[s];
         dh__sect_t x = {members, 0, NULL, NULL, 0, 0, ns > 1 ? &ord : NULL,
-                        r != s ? root_aops[r] : NULL, mir.match[s], mir.alone[r], {0}};
+                        r != s ? root_aops[r] : NULL, mir.match[s], mir.alone[r], {0},
+                        refuse[s], NULL};
         for (int k = 0; k < pl->n; k++)
             if (sec[k] == s)
                 members[x.nmembers++] = k;
@@ -646,6 +676,9 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
         else
             free(x.aops);
     }
+    if (st == DH_OK)
+        st = dh__moves_round(plan, pl->prof, pl->tmpl, sec, pl->n, pl->o->warn, pl->o->ctx, refuse,
+                             again);
     if (st == DH_OK)
         dh__no_pairs_no_cost(plan);
     for (int s = 0; root_aops != NULL && s < ns; s++)
@@ -677,7 +710,19 @@ static dh_status_t dh__run(dh__pl_t *pl, dh_plan_t *plan)
      * profile's world is its job's NCCL world, one process per rank. */
     for (int k = 0; k < pl->n; k++)
         pl->agree |= pl->prof[k]->world > 1;
-    dh_status_t st = dh__build_sections(pl, plan);
+    /* A cycle of waits refuses the moves of the sections on it; planning again without them
+     * ends after at most one round per profile. */
+    uint8_t *refuse = calloc((size_t)pl->n + 1, 1);
+    dh_status_t st = refuse ? DH_OK : DH_ERR_NOMEM;
+    for (int round = 0, again = 1; st == DH_OK && again && round <= pl->n; round++) {
+        for (int k = 0; k < plan->nsections; k++)
+            dh__plan_section_clear(&plan->sections[k]);
+        free(plan->sections);
+        plan->sections = NULL;
+        plan->nsections = 0;
+        st = dh__build_sections(pl, plan, refuse, &again);
+    }
+    free(refuse);
     if (st == DH_ERR_NOMEM)
         dh__errf(pl->err, pl->errlen, "dhelix plan", "out of memory");
     return st;

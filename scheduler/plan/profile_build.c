@@ -566,7 +566,10 @@ void dh__profile_header_json(dh_strbuf_t *s, const dh_profile_t *p, int version)
         dh_strbuf_json_str(s, c->name);
         dh_strbuf_puts(s, ", \"role\": ");
         dh_strbuf_json_str(s, c->role);
-        dh_strbuf_printf(s, ", \"nranks\": %d, \"rank\": %d}", c->nranks, c->rank);
+        dh_strbuf_printf(s, ", \"nranks\": %d, \"rank\": %d", c->nranks, c->rank);
+        if (c->ident != 0)
+            dh_strbuf_printf(s, ", \"ident\": \"%016llx\"", (unsigned long long)c->ident);
+        dh_strbuf_puts(s, "}");
     }
     dh_strbuf_puts(s, p->ncomms ? "\n  ],\n" : "],\n");
 }

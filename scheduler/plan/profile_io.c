@@ -19,6 +19,7 @@ static dh_status_t dh__comm_parse(const dh__jr_t *r, json_t *arr, const dh__jpat
     c->nranks = (int)v;
     DH_CHECK(dh__jint(r, o, &here, "rank", 0, -1, -1, 1 << 24, &v));
     c->rank = (int)v;
+    DH_CHECK(dh__jhex(r, o, &here, "ident", 1, &c->ident, NULL));
     if (c->nranks > 0 && c->rank >= c->nranks)
         return dh__jerr(r, &here, "has rank %d in a communicator of %d", c->rank, c->nranks);
     return DH_OK;

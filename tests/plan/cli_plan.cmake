@@ -36,7 +36,7 @@ file(WRITE "${WORK}/bad.json" "{\"format\": \"dhelix-profile\",\n  nope }\n")
 
 # plan: the summary table, the file, JSON from the same emitter.
 dh_run(0 ${DHELIX} plan prof.0.json prof.1.json -o plan.json)
-dh_expect("plan table" "section +ranks +ops/iter +F +B +O +pairs +groups +paired groups +baseline ms +predicted ms +speedup x +extra MiB +hidden comm %" "${OUT}")
+dh_expect("plan table" "section +ranks +ops/iter +F +B +O +pairs +groups +paired groups +baseline ms +predicted ms +speedup x +extra MiB +hidden comm % +moves +refused" "${OUT}")
 dh_expect("plan row" "\n +0 +0-1 +245 +3 +3 +1 +2 +[0-9]+ +[1-9][0-9]* +[0-9.]+ +[0-9.]+ +1\\.[0-9]+ " "${OUT}")
 dh_expect("plan meta" "plan: file=plan.json planning_s=" "${OUT}")
 if(NOT EXISTS "${WORK}/plan.json")

@@ -192,8 +192,8 @@ dh_profile_t *dh_synth_profile(const dh_synth_t *s)
     snprintf(p->device, sizeof(p->device), "vgpu h100");
     p->max_connections = 1;
     p->ncomms = 2;
-    p->comms[0] = (dh_prof_comm_t){"TENSOR_MODEL_PARALLEL_GROUP", "tp", s->world, s->rank};
-    p->comms[1] = (dh_prof_comm_t){"DATA_PARALLEL_GROUP", "dp", 1, 0};
+    p->comms[0] = (dh_prof_comm_t){"TENSOR_MODEL_PARALLEL_GROUP", "tp", s->world, s->rank, 0x7470};
+    p->comms[1] = (dh_prof_comm_t){"DATA_PARALLEL_GROUP", "dp", 1, 0, 0x6470ull + (uint64_t)s->rank};
     p->sync_at_end = 1;
     dh__gen_t g = {p, 0, s->no_times, s->no_comm, s->jitter, dh_synth_iter_ops(s)};
     static const dh__pat_t warm = {"KERNEL", DH_CLS_COMPUTE, "warmup_init", 30, -1, 0};

@@ -23,8 +23,13 @@
 #       and the plan's extra device memory within 10% of the run's (as in share_mem)
 #   pp_vpp pp4_vpp pp4_vpp_nooverlap (4 ranks), pp4_tp_vpp pp4_tp_vpp_nooverlap (8 ranks):
 #   the interleaved 1F1B (--vpp 2), and pp_tp_l4 pp4_l8 pp4_tp_l8 the same models without
-#   it; pp_vpp and pp4_tp_vpp_nooverlap are in CTest (exact; their plans pair nothing), the
-#   others are for measuring
+#   it. In CTest: pp_vpp and pp4_tp_vpp (overlap_p2p_comm): the planner moves each
+#   backward's gradient posts after the next forward's collectives (scheduler/plan/moves.h),
+#   every rank pairs, exact, faster than the interleaved baseline, every section moves,
+#   and plan runs with a dispatcher that falls behind at random (2) and stress mode (3
+#   seeds) stay exact (scenario_ppmoves); pp4_tp_vpp_nooverlap:
+#   exact (its batched exchange is followed by a device synchronisation, so a backward and
+#   the next forward never meet: nothing pairs). The others are for measuring
 #   moe_ep_dyn (2 ranks, DP=2 x EP=2, 8 iterations) MoE whose iterations differ in op count
 #       (experts or regrouping buckets that get no token): planned from the variant that
 #       occurs most often; exact; an iteration that differs on any rank runs unpaired on
@@ -61,7 +66,8 @@
 #   agree_silent
 #       a rank stops answering the ranks' agreement: every rank falls back (bounded), exact
 #   auto_tp_sp auto_tp_sp_init (set-up before the first iteration, as PyTorch's) auto_cp
-#   auto_moe_ep auto_moe_ep_dyn (12 iterations) auto_tpdp (4 ranks) auto_pp_vpp (4 ranks)
+#   auto_moe_ep auto_moe_ep_dyn (12 iterations) auto_tpdp (4 ranks) auto_pp_vpp (4 ranks, 12
+#   iterations: its profile needs more before the switch)
 #   auto_pp4_tp_vpp_nooverlap (8 ranks) auto_cache
 #       DHELIX_MODE=auto beside the three-step flow, 8 iterations (scenario_auto): exact,
 #       one switch iteration on every rank, the speedup after it within 1% of the three-step
@@ -664,6 +670,43 @@ scenario_jitter() {
     run_ok si$k base || continue
     plan_stats si$k "$n" && stat_check si$k paired_groups -gt 0
     [ $k = 3 ] && stat_check si$k lag_waits -gt 0
+  done
+}
+
+# Megatron's interleaved 1F1B with overlap_p2p_comm (pp_vpp, pp4_tp_vpp): scenario_si, and
+# the moves the planner made across communicators (scheduler/plan/moves.h): every section of
+# the plan moves posts (its "moves" > 0) and none was refused; two plan runs whose
+# dispatchers fall behind at random (DHELIX_TEST_DISPATCH_JITTER: the order across
+# communicators must be the plan's on every rank whatever the timing, or the vgpu reports a
+# collective mismatch or a hang, and the losses differ); three stress runs (DHELIX_MODE=stress
+# with seeds 1..3: the NCCL chain outside plans, program order, exact).
+scenario_ppmoves() {
+  local n=$1 k
+  scenario_si "$@" || return
+  shift 2
+  local args=("$@") why
+  if why=$(python3 - "$work/plan.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+rows = [(s.get("ranks"), s.get("moves", 0), s.get("moves_refused", 0)) for s in p["sections"]]
+ok = all(m > 0 and r == 0 for _, m, r in rows)
+print(("" if ok else "not ") + "every section moves: " +
+      ", ".join("ranks %s %d moved, %d refused" % x for x in rows))
+sys.exit(0 if ok else 1)
+PY
+  ); then
+    pass "plan: $why"
+  else
+    fail "plan: $why"
+  fi
+  for k in 1 2; do
+    # shellcheck disable=SC2046
+    wl_run jitter$k "$n" DHELIX_TEST_DISPATCH_JITTER=300 $(si_env "$work/plan.json" jitter$k) -- "${args[@]}"
+    run_ok jitter$k base && plan_stats jitter$k "$n" && stat_check jitter$k paired_groups -gt 0
+  done
+  for k in 1 2 3; do
+    wl_run stress$k "$n" DHELIX_MODE=stress DHELIX_SEED=$k LD_PRELOAD="$shim" -- "${args[@]}"
+    run_ok stress$k base
   done
 }
 
@@ -1398,14 +1441,15 @@ case $scenario in
   pp_tp) set -- si 4 0 --model gpt-tiny --tp 2 --pp 2 --gbs 4 --mbs 1 --iters 5 ;;
   cp) set -- si 2 1 --model llama-tiny --cp 2 --gbs 4 --mbs 1 --iters 5 ;;
   # Megatron's interleaved 1F1B (--vpp, tests/workloads/src/schedule_vpp.c) and the
-  # non-interleaved run of the same model: not in CTest, for measuring.
+  # non-interleaved run of the same model (pp_vpp, pp4_tp_vpp, pp4_tp_vpp_nooverlap in
+  # CTest, the rest for measuring).
   pp_tp_l4) set -- si 4 0 --model gpt-tiny --layers 4 --tp 2 --pp 2 --gbs 4 --mbs 1 --iters 5 ;;
-  pp_vpp) set -- si 4 0 --model gpt-tiny --layers 4 --tp 2 --pp 2 --vpp 2 --gbs 4 --mbs 1 --iters 5 ;;
+  pp_vpp) set -- ppmoves 4 1 --model gpt-tiny --layers 4 --tp 2 --pp 2 --vpp 2 --gbs 4 --mbs 1 --iters 5 ;;
   pp4_l8) set -- si 4 0 --model gpt-tiny --layers 8 --pp 4 --gbs 8 --mbs 1 --iters 5 ;;
   pp4_vpp) set -- si 4 0 --model gpt-tiny --layers 8 --pp 4 --vpp 2 --gbs 8 --mbs 1 --iters 5 ;;
   pp4_vpp_nooverlap)
     set -- si 4 0 --model gpt-tiny --layers 8 --pp 4 --vpp 2 --no-overlap-p2p-communication --gbs 8 --mbs 1 --iters 5 ;;
-  pp4_tp_vpp) set -- si 8 0 --model gpt-tiny --layers 8 --tp 2 --pp 4 --vpp 2 --gbs 8 --mbs 1 --iters 5 ;;
+  pp4_tp_vpp) set -- ppmoves 8 1 --model gpt-tiny --layers 8 --tp 2 --pp 4 --vpp 2 --gbs 8 --mbs 1 --iters 5 ;;
   pp4_tp_vpp_nooverlap)
     set -- si 8 0 --model gpt-tiny --layers 8 --tp 2 --pp 4 --vpp 2 --no-overlap-p2p-communication --gbs 8 --mbs 1 --iters 5 ;;
   pp4_tp_l8) set -- si 8 0 --model gpt-tiny --layers 8 --tp 2 --pp 4 --gbs 8 --mbs 1 --iters 5 ;;
@@ -1434,7 +1478,7 @@ case $scenario in
   # DHELIX_MODE=auto (scenario_auto): the si configurations with 8 iterations.
   auto_tp_sp) set -- auto 2 0 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 ;;
   auto_tp_sp_init) set -- auto 2 0 --model gpt-tiny --tp 2 --gbs 4 --mbs 1 --iters 8 --init-per-param ;;
-  auto_pp_vpp) set -- auto 4 0 --model gpt-tiny --layers 4 --tp 2 --pp 2 --vpp 2 --gbs 4 --mbs 1 --iters 8 ;;
+  auto_pp_vpp) set -- auto 4 0 --model gpt-tiny --layers 4 --tp 2 --pp 2 --vpp 2 --gbs 4 --mbs 1 --iters 12 ;;
   auto_pp4_tp_vpp_nooverlap)
     set -- auto 8 0 --model gpt-tiny --layers 8 --tp 2 --pp 4 --vpp 2 --no-overlap-p2p-communication --gbs 8 --mbs 1 --iters 8 ;;
   auto_cp) set -- auto 2 0 --model llama-tiny --cp 2 --gbs 4 --mbs 1 --iters 8 ;;
