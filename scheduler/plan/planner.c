@@ -111,6 +111,8 @@ typedef struct dh__sect {
     const long *match;              /* mirroring: its ops matched to its root's */
     const uint8_t *alone;           /* its root's ops a section of the cluster lacks, or NULL */
     dh__dpcache_t cache;            /* its pairs' alignments by input */
+    dh_tsim_op_t *tops;             /* the template as timesim.h replays it */
+    dh_tsim_t ts;                   /* the replay's model and scratch */
 } dh__sect_t;
 
 /* Ops, ranks and times of a section, averaged over its members. */
@@ -217,6 +219,33 @@ static dh_status_t dh__transfer_times(const dh_profile_t *p, const dh__tmpl_t *t
     return DH_OK;
 }
 
+/* The template as timesim.h replays it: the ops' mean times, streams and events, one
+ * hardware queue when the profile ran with CUDA_DEVICE_MAX_CONNECTIONS=1, and the
+ * interference of the DP's model (a class that co-runs at efficiency e loses 1 - e of its
+ * rate). */
+static dh_status_t dh__time_ops(const dh__pl_t *pl, dh__sect_t *x, const dh_plan_section_t *s)
+{
+    const dh_profile_t *p = pl->prof[x->members[0]];
+    const dh__tmpl_t *t = &pl->tmpl[x->members[0]];
+    if ((x->tops = calloc(s->nops ? s->nops : 1, sizeof(*x->tops))) == NULL)
+        return DH_ERR_NOMEM;
+    for (size_t i = 0; i < s->nops; i++) {
+        const dh_prof_op_t *src = &t->ops[i];
+        dh_tsim_op_t *o = &x->tops[i];
+        o->us = s->ops[i].us;
+        o->cls = src->cls;
+        o->stream = src->stream;
+        o->event = strcmp(src->kind, "EVENT_RECORD") == 0 ? DH_TSIM_RECORD
+                   : strcmp(src->kind, "EVENT_WAIT") == 0 ? DH_TSIM_WAIT : 0;
+    }
+    double e = pl->model.eff[DH_CLS_COMPUTE][DH_CLS_COMM];
+    double f = pl->model.eff[DH_CLS_COMM][DH_CLS_COMPUTE];
+    x->ts = (dh_tsim_t){.ops = x->tops, .nops = s->nops, .one_queue = p->max_connections == 1,
+                        .slow_compute = e > 0 && e < 1 ? 1 - e : 0,
+                        .slow_comm = f > 0 && f < 1 ? 1 - f : 0};
+    return DH_OK;
+}
+
 /* The template as the DP sees it, with the pinned communicators of the first member. */
 static dh_status_t dh__align_ops(const dh__pl_t *pl, dh__sect_t *x, const dh_plan_section_t *s)
 {
@@ -240,6 +269,7 @@ static dh_status_t dh__align_ops(const dh__pl_t *pl, dh__sect_t *x, const dh_pla
         a->sig = src->sig;
     }
     free(pinned);
+    DH_CHECK(dh__time_ops(pl, x, s));
     DH_CHECK(dh__mem_ops(p, t->ops, s, x->aops, &x->mops, &x->fixed_mem));
     return dh__transfer_times(p, t, x->aops, s->nops);
 }
@@ -409,8 +439,13 @@ static dh_status_t dh__take_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sect
         s->ops[i].phase = k;
     for (size_t i = pf->first; i < pf->first + pf->n; i++)
         s->ops[i].phase = k + 1;
-    DH_CHECK(dh__emit_pair(s, gs, pb->first, pf->first, r, q->cuta, q->cutb));
-    x->saved_us += r->serial_us - r->cost_us;
+    double paired_us = 0;
+    DH_CHECK(dh__emit_pair(s, gs, pb->first, pf->first, r, q->cuta, q->cutb, &x->ts,
+                           &paired_us));
+    double serial_us = dh_tsim_serial(&x->ts, pb->first, pb->n + pf->n);
+    if (serial_us < 0 || paired_us < 0)
+        return DH_ERR_NOMEM;
+    x->saved_us += serial_us - paired_us;
     return DH_OK;
 }
 
@@ -630,7 +665,8 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
     for (int s = 0; s < ns && st == DH_OK; s++) {
         int r = mir.root[s];
         dh__sect_t x = {members, 0, NULL, NULL, 0, 0, ns > 1 ? &ord : NULL,
-                        r != s ? root_aops[r] : NULL, mir.match[s], mir.alone[r], {0}};
+                        r != s ? root_aops[r] : NULL, mir.match[s], mir.alone[r], {0}, NULL,
+                        {0}};
         for (int k = 0; k < pl->n; k++)
             if (sec[k] == s)
                 members[x.nmembers++] = k;
@@ -641,6 +677,8 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
                          x.cache.hits + (size_t)x.cache.n);
         dh__dpcache_free(&x.cache);
         free(x.mops);
+        free(x.tops);
+        dh_tsim_free(&x.ts);
         if (r == s && mir.alone[s] != NULL)
             root_aops[s] = x.aops;  /* what its cluster plans with */
         else
