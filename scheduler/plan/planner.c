@@ -487,6 +487,16 @@ static dh_status_t dh__align_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sec
     return st;
 }
 
+/* A serial run of template ops as a group (dh__emit_serial) predicted by its replay. */
+static dh_status_t dh__emit_run(dh__sect_t *x, dh_plan_section_t *s, dh__groups_t *gs,
+                                size_t first, size_t n)
+{
+    double t = n ? dh_tsim_serial(&x->ts, first, n) : 0;
+    if (t < 0)
+        return DH_ERR_NOMEM;
+    return dh__emit_serial(s, gs, first, n, t);
+}
+
 /* Walks the phases in template order: pairs become aligned groups, every maximal run of
  * other phases one serial group. */
 static dh_status_t dh__section_groups(const dh__pl_t *pl, dh__sect_t *x, dh_plan_section_t *s,
@@ -509,7 +519,7 @@ static dh_status_t dh__section_groups(const dh__pl_t *pl, dh__sect_t *x, dh_plan
     for (int k = 0; k < s->nphases && st == DH_OK; k++) {
         const dh_plan_phase_t *ph = &s->phases[k];
         if (room && ph->kind == 'B' && ph->paired_with == k + 1) {
-            st = dh__emit_serial(s, &gs, run_first, run_n, -1);
+            st = dh__emit_run(x, s, &gs, run_first, run_n);
             if (st == DH_OK) {
                 snprintf(what, sizeof(what), "section %d: aligning pair %zu of %zu", sec,
                          done + 1, npairs);
@@ -532,7 +542,7 @@ static dh_status_t dh__section_groups(const dh__pl_t *pl, dh__sect_t *x, dh_plan
         run_n += ph->n;
     }
     if (st == DH_OK)
-        st = dh__emit_serial(s, &gs, run_first, run_n, -1);
+        st = dh__emit_run(x, s, &gs, run_first, run_n);
     if (st != DH_OK) {
         dh__groups_free(&gs);
         return st;
