@@ -1,5 +1,5 @@
 # Planner tests (scheduler/plan): the alignment DP against brute force, plan and profile
-# files, iteration and phase detection, the memory model, planning speed, and the CLI (plan,
+# files, iteration and phase detection, the memory model, the time model, planning speed, and the CLI (plan,
 # show, validate).
 # Labels: plan and si; asan for the unit tests (plan.speed is a timing and stays out of it).
 if(TARGET dh_plan)
@@ -8,7 +8,7 @@ if(TARGET dh_plan)
   target_include_directories(plan_synth_lib PUBLIC ${_plan_dir})
   target_link_libraries(plan_synth_lib PUBLIC dh_plan)
 
-  foreach(t dp io phases variants memsim)
+  foreach(t dp io phases variants memsim timesim)
     add_executable(plan_test_${t} ${_plan_dir}/test_${t}.c)
     target_link_libraries(plan_test_${t} PRIVATE plan_synth_lib dh_plan PkgConfig::CMOCKA m)
   endforeach()
@@ -17,6 +17,7 @@ if(TARGET dh_plan)
   dh_add_test(NAME plan.phases COMMAND plan_test_phases LABELS plan si asan TIMEOUT 60)
   dh_add_test(NAME plan.variants COMMAND plan_test_variants LABELS plan si asan TIMEOUT 60)
   dh_add_test(NAME plan.memsim COMMAND plan_test_memsim LABELS plan si asan TIMEOUT 60)
+  dh_add_test(NAME plan.timesim COMMAND plan_test_timesim LABELS plan si asan TIMEOUT 60)
 
   add_executable(plan_test_speed ${_plan_dir}/test_speed.c)
   target_link_libraries(plan_test_speed PRIVATE plan_synth_lib dh_plan m)
