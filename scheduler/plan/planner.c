@@ -639,15 +639,18 @@ static int dh__sections(const dh__pl_t *pl, int *sec, int *first_of)
 }
 
 /* A plan that pairs nothing on any rank runs passthrough (scheduler/modes/tracker.c): it costs no
- * memory, not even the workspaces. */
+ * memory, not even the workspaces, and takes the baseline's time. */
 static void dh__no_pairs_no_cost(dh_plan_t *plan)
 {
     for (int k = 0; k < plan->nsections; k++)
         for (int g = 0; g < plan->sections[k].ngroups; g++)
             if (plan->sections[k].groups[g].a_n > 0 && plan->sections[k].groups[g].b_n > 0)
                 return;
-    for (int k = 0; k < plan->nsections; k++)
+    for (int k = 0; k < plan->nsections; k++) {
         plan->sections[k].extra_mem_bytes = 0;
+        plan->sections[k].si_us = plan->sections[k].baseline_us;
+        plan->sections[k].hidden_comm_fraction = 0;
+    }
 }
 
 static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan)
