@@ -332,6 +332,7 @@ typedef struct dh__pairdp {
     int serial_ok;                  /* the serial schedule keeps the orders it follows */
     size_t *need;                   /* [nb]: A's ops each B op must follow (align.h), or NULL */
     const dh_memsim_op_t *mops;     /* A's ops then B's, as memsim.h sees them */
+    int L;                          /* the DP's longest segment; 0: the default rule */
 } dh__pairdp_t;
 
 /* For F phase k+1 after B phase k: how many of B's ops each F op must follow, from the
@@ -359,14 +360,21 @@ static dh_status_t dh__pair_need(const dh__pl_t *pl, const dh__sect_t *x,
     return DH_OK;
 }
 
+/* The DP's longest segment: the caller's, or 8 units (4 for phases of more than
+ * DH_PLAN_LONG_SEG_UNITS units, where the DP's time grows with L squared). */
+static int dh__default_seg(const dh__pl_t *pl, const dh__pairdp_t *q)
+{
+    if (pl->o->max_segment > 0)
+        return pl->o->max_segment;
+    return (q->nua > q->nub ? q->nua : q->nub) <= DH_PLAN_LONG_SEG_UNITS ? 8 : 4;
+}
+
 /* Runs the DP of one pair, following the orders of collectives earlier sections chose, or
  * takes its result from an earlier pair with the same input (dpcache.c). */
 static dh_status_t dh__run_dp(const dh__pl_t *pl, dh__sect_t *x, int sec, int pair,
                               dh__pairdp_t *q, dh_align_result_t *r)
 {
-    int L = pl->o->max_segment;
-    if (L == 0)
-        L = (q->nua > q->nub ? q->nua : q->nub) <= DH_PLAN_LONG_SEG_UNITS ? 8 : 4;
+    int L = q->L > 0 ? q->L : dh__default_seg(pl, q);
     /* The bound is of all that pairing costs: the runtime's own memory comes first (the
      * caller pairs nothing when the bound leaves no room for it). */
     double bound = pl->o->max_extra_mem_bytes;
@@ -449,6 +457,53 @@ static dh_status_t dh__take_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sect
     return DH_OK;
 }
 
+/* What the groups of alignment r of B phase k and F phase k+1 take in the replay
+ * (timesim.h), their splits included; *us < 0 when out of memory. The ops' strand and group
+ * fields it writes are written again by whichever alignment is taken. */
+static dh_status_t dh__replay_pair(dh__sect_t *x, dh_plan_section_t *s, int k,
+                                   const dh__pairdp_t *q, const dh_align_result_t *r, double *us)
+{
+    dh__groups_t tmp = {0};
+    dh_status_t st = dh__emit_pair(s, &tmp, s->phases[k].first, s->phases[k + 1].first, r, q->cuta,
+                                   q->cutb, &x->ts, us);
+    dh__groups_free(&tmp);
+    return st;
+}
+
+/* The DP chooses by its fluid cost (align.h), which prices segments by their classes'
+ * shares; the replay prices what the device does with them. So with the default segment
+ * length, the DP runs once more with longer segments (DH_PLAN_MAX_SEG_RETRY units), whose
+ * groups can put a whole collective beside a run of the other strand's kernels, and the
+ * alignment whose groups replay faster is taken (*r). */
+static dh_status_t dh__longer_segments(const dh__pl_t *pl, dh__sect_t *x, dh_plan_section_t *s,
+                                       int k, int sec, int pair, dh__pairdp_t *q,
+                                       dh_align_result_t *r)
+{
+    int L0 = dh__default_seg(pl, q);
+    if (L0 >= DH_PLAN_MAX_SEG_RETRY)
+        return DH_OK;
+    dh_align_result_t r2 = {0};
+    q->L = DH_PLAN_MAX_SEG_RETRY;
+    dh_status_t st = dh__run_dp(pl, x, sec, pair, q, &r2);
+    q->L = 0;
+    if (st == DH_ERR_RANGE || st == DH_ERR_STATE) {
+        dh_align_result_free(&r2);
+        return DH_OK;   /* the first alignment stands */
+    }
+    double t1 = 0, t2 = 0;
+    if (st == DH_OK)
+        st = dh__replay_pair(x, s, k, q, r, &t1);
+    if (st == DH_OK)
+        st = dh__replay_pair(x, s, k, q, &r2, &t2);
+    if (st == DH_OK && t2 < t1) {
+        dh_align_result_t t = *r;
+        *r = r2;
+        r2 = t;
+    }
+    dh_align_result_free(&r2);
+    return st;
+}
+
 /* Aligns B phase k with F phase k+1, the pair-th pair of the template, on units. Returns
  * DH_ERR_RANGE when they stay serial: too large to align, no alignment keeps the orders of
  * collectives the other sections follow, or no alignment beats running them serially once
@@ -459,7 +514,7 @@ static dh_status_t dh__align_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sec
 {
     const dh_plan_phase_t *pb = &s->phases[k], *pf = &s->phases[k + 1];
     dh__pairdp_t q = {x->aops + pb->first, x->aops + pf->first, pb->n, pf->n, NULL, NULL, 0, 0, 1,
-                      NULL, x->mops + pb->first};
+                      NULL, x->mops + pb->first, 0};
     dh_align_result_t r = {0};
     dh_status_t st = dh__pair_need(pl, x, s, k, &q.need);
     if (st == DH_OK)
@@ -468,6 +523,8 @@ static dh_status_t dh__align_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sec
         st = dh__units(pl, q.b, q.nb, &q.cutb, &q.nub);
     if (st == DH_OK)
         st = dh__run_dp(pl, x, sec, pair, &q, &r);
+    if (st == DH_OK && pl->o->max_segment == 0)
+        st = dh__longer_segments(pl, x, s, k, sec, pair, &q, &r);
     if (st == DH_ERR_RANGE)
         dh__warnf(pl, "section %d: phases %d and %d (%zu x %zu units of %zu x %zu ops) are too "
                       "large to align; they run serially", sec, k, k + 1, q.nua, q.nub, q.na,

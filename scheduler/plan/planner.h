@@ -113,6 +113,9 @@ typedef int (*dh_plan_pinned_fn)(void *ctx, const dh_prof_comm_t *c);
 /* Units per phase up to which the automatic L is 8: the DP's work grows with L^2 times the
  * states, and at this size it stays well under a second. */
 #define DH_PLAN_LONG_SEG_UNITS 400
+/* With the default segment length, each pair is aligned once more with segments of up to
+ * this many units, and the alignment whose groups replay faster is taken (planner.c). */
+#define DH_PLAN_MAX_SEG_RETRY 12
 
 typedef struct dh_plan_opts {
     const char *const *names;       /* file name of each profile, for messages; NULL ok */
