@@ -13,7 +13,7 @@
  * scheduler/ops/op.h dh_op_kind_register): the real pncclX on the
  * dispatcher's physical stream; a group op replays pncclGroupStart, its members and
  * pncclGroupEnd, always balanced, so a failing member never leaves the dispatcher's
- * thread inside a group. Errors (the NCCL contract, README "The shim"): a replay that
+ * thread inside a group. Errors (the NCCL contract, docs/shim.md "NCCL"): a replay that
  * fails records the failure as its communicator's asynchronous error (registry.h), which
  * ncclCommGetAsyncError reports and the next call on that communicator returns; the
  * dispatcher is told success, since the CUDA stream itself is not in error. Ops of a

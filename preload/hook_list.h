@@ -200,7 +200,8 @@
  * drained and forwarded in program order. The fp64 and pointer-array batched GEMMs, the
  * 64-bit-index forms and the vector/matrix copies are rare in training; deferring them
  * would need their own kinds. cublasHgemm is declared for C++ only (cuda_fp16.h's __half),
- * so a C wrapper cannot be defined under its prototype: not wrapped (README). */
+ * so a C wrapper cannot be defined under its prototype: not wrapped (docs/shim.md,
+ * "Interception"). */
 #define DH_HOOKS_CUBLAS_SYNC(X) \
     X(CUBLAS, cublasStatus_t, cublasSetVector, (int n, int elemSize, const void* x, int \
       incx, void* devicePtr, int incy), (n, elemSize, x, incx, devicePtr, incy)) \

@@ -86,6 +86,12 @@ dh_add_test(NAME docs.config
           -DDOC=${PROJECT_SOURCE_DIR}/docs/configuration.md
           -P ${CMAKE_CURRENT_SOURCE_DIR}/docs/check_config_doc.cmake
   LABELS shim asan TIMEOUT 30)
+# The house's layout: scheduler/'s layers (no header includes one of a higher layer, each
+# folder's main header says what it owns and may call), README.md a front page of at most
+# 300 lines, every link and source path named in the Markdown files resolves.
+dh_add_test(NAME docs.layout
+  COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/docs/check_layout.sh ${PROJECT_SOURCE_DIR}
+  LABELS shim TIMEOUT 60)
 # `cmake --build <dir> --target docs-config` rewrites docs/configuration.md.
 add_custom_target(docs-config
   COMMAND ${CMAKE_COMMAND} -DDHELIX=$<TARGET_FILE:dhelix>

@@ -6,7 +6,7 @@
 #   moe_ep_dyn: MoE whose iterations differ in op count (unpaired where they differ, exact)
 #   pp_vpp pp4_tp_vpp_nooverlap: Megatron's interleaved 1F1B with and without
 #     overlap_p2p_comm through profile, plan and plan run: exact (the plan pairs nothing there,
-#     README "Results" says why)
+#     docs/results.md "Pipeline parallelism" says why)
 #   desync_*: WL_INJECT divergence mid-iteration (exact, one warning, re-synchronised)
 #   bad_plan_*: a broken or foreign plan (one line per rank, passthrough, exact)
 #   inject_stress: WL_INJECT itself (no loss changes, without the shim and in stress mode)

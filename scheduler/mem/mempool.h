@@ -85,7 +85,8 @@ int dh_mpool_release(dh_op_t *op);
  * cudaMallocAsync allocates from) that the shim runs with: no internal dependencies (the
  * driver would make the allocating strand's stream wait for the other strand's pending
  * free: the strands would run one after the other); opportunistic reuse and event
- * dependencies stay as CUDA sets them (README, "Memory"). Any thread. */
+ * dependencies stay as CUDA sets them (docs/shim.md, "Pool reuse policies on real CUDA").
+ * Any thread. */
 void dh_mpool_policy(int device);
 /* Counters, and the bytes parked now. */
 void dh_mpool_stats(dh_mpool_stats_t *out, uint64_t *parked_now);

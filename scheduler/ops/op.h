@@ -235,7 +235,8 @@ struct dh_op_access {
  * buffer) is the exception: deps.h (dh_deps_taint_t) orders the other strand's ops on it
  * after all of that strand's work. Beyond that, a program whose kernels write long-lived
  * memory that the other micro-batch also uses (a shared scratch buffer other than
- * cuBLAS's workspace) is outside what the shim can see (README). */
+ * cuBLAS's workspace) is outside what the shim can see (docs/shim.md, "Running a plan":
+ * Limits). */
 int dh_op_footprint(const dh_op_t *op, dh_op_access_t *acc, int max);
 
 /* Bytes the payload holds (for the deferred-bytes limit and statistics). */

@@ -3,7 +3,7 @@
  * invariant 10).
  *
  * What a run measures over the baseline is, by construction of the runtime
- * (scheduler/mem/memacct.c: an allocation that would pass the count's peak waits for the
+ * (scheduler/modes/memacct.c: an allocation that would pass the count's peak waits for the
  * frees the dispatcher owes), what the runtime counts in program order:
  *
  *   extra = workspaces + max over the iteration of (live + held) - max of live

@@ -564,7 +564,7 @@ static dh_status_t dh__section_groups(const dh__pl_t *pl, dh__sect_t *x, dh_plan
     size_t run_first = 0, run_n = 0, npairs = 0, done = 0;
     char what[96];
     /* A bound below the runtime's own memory leaves no room for any pair: the runtime
-     * would veto each (scheduler/mem/memacct.c). */
+     * would veto each (scheduler/modes/memacct.c). */
     double bound = pl->o->max_extra_mem_bytes;
     int room = !(bound >= 0 && bound < x->fixed_mem);
     if (!room)

@@ -6,8 +6,11 @@
 #     that the higher layer registers, never through its header: the .c rule is not checked);
 #   - every folder of a layer has a main header named in LAYER_MAIN below, which opens with
 #     a comment that says what the folder owns ("owns") and what it may call ("may call");
-#   - README.md holds at most 300 lines, and every relative link in README.md and docs/*.md
-#     names a file (or folder) that exists.
+#   - README.md holds at most 300 lines, and every relative link in README.md, docs/*.md and
+#     the Markdown files of the source folders names a file (or folder) that exists, and
+#     every anchor such a link names (#section, in the page itself or another Markdown file)
+#     is a heading there (GitHub's anchors); a source path such a file names in inline code
+#     (`scheduler/modes/tracker.c`) exists.
 # Prints every violation and exits 1 if there is one.
 set -u
 root=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -54,16 +57,57 @@ if [ -f README.md ]; then
   [ "$lines" -le "${DH_README_MAX_LINES:-300}" ] ||
     fail "README.md has $lines lines (at most ${DH_README_MAX_LINES:-300})"
 fi
-for md in README.md docs/*.md; do
+# slugs FILE: the anchors of FILE's headings, one a line, as GitHub makes them: the heading's
+# text (link targets and code fences dropped), lower case, ASCII punctuation but - and _
+# removed, each space a -, and -1, -2, ... after a repeated one. Non-ASCII characters are
+# kept (GitHub keeps letters and drops symbols such as arrows; no heading here has one).
+slugs() {
+  awk '/^(```|~~~)/ { fence = !fence; next } !fence && /^#+ / { print }' "$1" |
+    sed -e 's/^#* *//' -e 's/ *#* *$//' -e 's/\[\([^]]*\)\]([^)]*)/\1/g' |
+    LC_ALL=C tr 'A-Z' 'a-z' |
+    LC_ALL=C tr -d '!"#$%&'"'"'()*+,./:;<=>?@[\\]^`{|}~' |
+    tr ' ' '-' |
+    awk '{ n = seen[$0]++; print (n ? $0 "-" n : $0) }'
+}
+# links FILE: the targets of FILE's [text](target) links and images, outside code fences
+# and inline code.
+links() {
+  awk '/^(```|~~~)/ { fence = !fence; next } !fence { print }' "$1" |
+    sed 's/`[^`]*`//g' | grep -o '\](\([^)]*\))' | sed -e 's/^](\(.*\))$/\1/' -e 's/ .*//'
+}
+declare -A anchors
+# has_anchor FILE SLUG: whether FILE has a heading whose anchor is SLUG.
+has_anchor() {
+  [ -n "${anchors[$1]+set}" ] || anchors[$1]=$'\n'$(slugs "$1")$'\n'
+  [[ ${anchors[$1]} == *$'\n'"$2"$'\n'* ]]
+}
+mds=(README.md docs/*.md)
+while IFS= read -r f; do mds+=("$f"); done < <(find scheduler tests preload nccl_wrap scripts -name '*.md' | sort)
+for md in "${mds[@]}"; do
   [ -f "$md" ] || continue
   dir=$(dirname "$md")
-  # [text](target) links that are neither web addresses nor anchors within the page.
+  # Relative links: the file (or folder) must exist, and an anchor (#...) into a Markdown
+  # file, this one included, must name one of its headings. Web addresses are not fetched.
   while read -r target; do
+    case "$target" in http://*|https://*|mailto:*) continue ;; esac
     path=${target%%#*}
-    [ -n "$path" ] || continue
-    case "$path" in http://*|https://*|mailto:*) continue ;; esac
-    [ -e "$dir/$path" ] || fail "$md links to $target, which does not exist"
-  done < <(grep -o '\](\([^)]*\))' "$md" | sed 's/^](\(.*\))$/\1/' | sed 's/ .*//')
+    file=$md
+    if [ -n "$path" ]; then
+      file=$dir/$path
+      [ -e "$file" ] || { fail "$md links to $target, which does not exist"; continue; }
+    fi
+    [ "$path" = "$target" ] && continue
+    anchor=${target#*#}
+    case "$file" in *.md) ;; *) continue ;; esac
+    has_anchor "$file" "$anchor" || fail "$md links to $target: $file has no heading with that anchor"
+  done < <(links "$md")
+  # Source paths named in inline code (`scheduler/modes/tracker.c`), from the repository's
+  # root, must exist too: a file that moved leaves no stale name behind in the docs.
+  while read -r path; do
+    [ -e "$path" ] || fail "$md names $path, which does not exist"
+  done < <(awk '/^(```|~~~)/ { fence = !fence; next } !fence { print }' "$md" |
+             grep -o '`[^`]*`' | tr -d '`' |
+             grep -E '^(preload|nccl_wrap|scheduler|tests|scripts|docs|cmake)/[A-Za-z0-9_./-]*$')
 done
 [ "$bad" -eq 0 ] && echo "docs.layout: scheduler/ layers, README.md and the links in docs/ hold"
 exit "$bad"

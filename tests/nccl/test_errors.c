@@ -1,5 +1,5 @@
 /*
- * nccl.errors: the error contract (README "The shim", NCCL errors), shown with the vgpu's
+ * nccl.errors: the error contract (docs/shim.md, "NCCL"), shown with the vgpu's
  * fault injection (VGPU_NCCL_FAIL, tests/vgpu/src/nccl/nccl_fault.c) on 2 ranks.
  *
  * nccl_prog errors calls: three all-reduces of which the third fails, a stream

@@ -79,7 +79,7 @@ static void usage(FILE *f)
                "  --preset NAME, --model NAME, --list-presets, --arch gpt|llama, --dtype bf16|fp32,\n"
                "  --device-profile a40|a800|h100|h200|file.json, --timing-only, --seed N,\n"
                "  --emulate-comm SMS:US[:GBPS]|nccl   one process per pp x cp x ep cell; the other\n"
-               "                         groups' collectives emulated on this device (README)\n");
+               "                         groups' collectives emulated on this device (tests/workloads/README.md)\n");
     for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
         fprintf(f, "  %-22s %s\n", opts[i].name, opts[i].help);
 }

@@ -1,6 +1,6 @@
 /*
  * nccl_fault.c: fault injection, so that tests can show what an application sees when NCCL
- * fails (VGPU_NCCL_FAIL, README "The CPU device").
+ * fails (VGPU_NCCL_FAIL, docs/vgpu.md "Configuration").
  *
  *     VGPU_NCCL_FAIL=<call>:<n>[:<how>][@<rank>]
  *
