@@ -472,18 +472,19 @@ static dh_status_t dh__replay_pair(dh__sect_t *x, dh_plan_section_t *s, int k,
 
 /* The DP chooses by its fluid cost (align.h), which prices segments by their classes'
  * shares; the replay prices what the device does with them. So with the default segment
- * length, the DP runs once more with longer segments (DH_PLAN_MAX_SEG_RETRY units), whose
- * groups can put a whole collective beside a run of the other strand's kernels, and the
- * alignment whose groups replay faster is taken (*r). */
+ * length L, the DP runs once more with segments of up to 1.5 L units (the DP's time grows
+ * with L squared), whose groups can put a whole collective beside a longer run of the other
+ * strand's kernels, and the alignment whose groups replay faster is taken (*r). */
 static dh_status_t dh__longer_segments(const dh__pl_t *pl, dh__sect_t *x, dh_plan_section_t *s,
                                        int k, int sec, int pair, dh__pairdp_t *q,
                                        dh_align_result_t *r)
 {
     int L0 = dh__default_seg(pl, q);
-    if (L0 >= DH_PLAN_MAX_SEG_RETRY)
+    int L1 = L0 + L0 / 2 > DH_ALIGN_MAX_SEG ? DH_ALIGN_MAX_SEG : L0 + L0 / 2;
+    if (L1 <= L0)
         return DH_OK;
     dh_align_result_t r2 = {0};
-    q->L = DH_PLAN_MAX_SEG_RETRY;
+    q->L = L1;
     dh_status_t st = dh__run_dp(pl, x, sec, pair, q, &r2);
     q->L = 0;
     if (st == DH_ERR_RANGE || st == DH_ERR_STATE) {

@@ -113,9 +113,6 @@ typedef int (*dh_plan_pinned_fn)(void *ctx, const dh_prof_comm_t *c);
 /* Units per phase up to which the automatic L is 8: the DP's work grows with L^2 times the
  * states, and at this size it stays well under a second. */
 #define DH_PLAN_LONG_SEG_UNITS 400
-/* With the default segment length, each pair is aligned once more with segments of up to
- * this many units, and the alignment whose groups replay faster is taken (planner.c). */
-#define DH_PLAN_MAX_SEG_RETRY 12
 
 typedef struct dh_plan_opts {
     const char *const *names;       /* file name of each profile, for messages; NULL ok */
@@ -123,7 +120,9 @@ typedef struct dh_plan_opts {
     double max_extra_mem_bytes;     /* memory bound of the DP; < 0 none (default 2 GiB) */
     int max_segment;                /* L in units, 1..DH_ALIGN_MAX_SEG, or 0 (the default):
                                        8 when neither phase of a pair has more than
-                                       DH_PLAN_LONG_SEG_UNITS units, else 4 */
+                                       DH_PLAN_LONG_SEG_UNITS units, else 4; with 0 each
+                                       pair is aligned once more with 1.5 times that and
+                                       the alignment whose groups replay faster is taken */
     double group_cost_us;           /* host time of one cross-strand barrier (event records
                                        and waits on both physical streams of each framework
                                        stream involved), >= 0 (default DH_PLAN_GROUP_COST_US) */
