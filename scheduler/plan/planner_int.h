@@ -28,6 +28,15 @@ void dh__tmpl_free(dh__tmpl_t *t);
  * (planner.h steps 3 and 4). *out is malloc'ed. Errors: DH_ERR_NOMEM. */
 dh_status_t dh__phases(const dh_prof_op_t *ops, size_t n, dh_plan_phase_t **out, int *nphases);
 
+/* ---- transfer.c ---- */
+
+/* Caps the DP's time of each collective of a pipeline communicator in aops[0..n) (the
+ * template t of profile p) at the lower envelope of that communicator's transfers, latency
+ * plus bytes times the least time per byte: what pairing can hide of a transfer is the
+ * transfer, not its wait for the other stage. Errors: DH_ERR_NOMEM. */
+dh_status_t dh__transfer_times(const dh_profile_t *p, const dh__tmpl_t *t, dh_align_op_t *aops,
+                               size_t n);
+
 /* ---- groups.c: a section's groups ---- */
 
 typedef struct dh__groups {         /* the groups made so far, in execution order */
