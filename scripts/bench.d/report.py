@@ -7,13 +7,13 @@ import subprocess
 import analysis
 import pictures
 
-COLS = (("config", 19, "<"), ("layers", 6, ">"), ("TF/s base", 9, ">"), ("SI", 6, ">"),
+COLS = (("config", 24, "<"), ("layers", 6, ">"), ("TF/s base", 9, ">"), ("SI", 6, ">"),
         ("MFU base", 8, ">"), ("SI", 5, ">"), ("speedup", 7, ">"), ("ideal", 5, ">"),
         ("SI bd", 5, ">"), ("plan", 5, ">"), ("p/m", 6, ">"), ("hidden", 6, ">"), ("+mem", 6, ">"),
         ("MiB meas", 8, ">"), ("plan", 5, ">"), ("ratio", 6, ">"), ("plan s", 6, ">"),
         ("exact", 5, ">"), ("paper", 8, ">"))
 # Pipeline-parallel configurations: both schedules, SI on each, and which one to run.
-PP_COLS = (("config", 19, "<"), ("layers", 6, ">"), ("1F1B ms", 9, ">"), ("SI", 6, ">"), ("vpp", 3, ">"),
+PP_COLS = (("config", 24, "<"), ("layers", 6, ">"), ("1F1B ms", 9, ">"), ("SI", 6, ">"), ("vpp", 3, ">"),
            ("interl. ms", 10, ">"), ("vs 1F1B", 7, ">"), ("+SI ms", 9, ">"), ("SI", 6, ">"), ("exact", 5, ">"),
            ("run this", 0, "<"))
 
