@@ -5,7 +5,9 @@
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
-pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+if(DH_BUILD_TESTS) # the unit tests' framework only
+  pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+endif()
 pkg_check_modules(UNWIND REQUIRED IMPORTED_TARGET libunwind)
 find_path(UTHASH_INCLUDE_DIR uthash.h REQUIRED)
 

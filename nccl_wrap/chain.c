@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 
+#include "breaks.h"
 #include "common/log.h"
 #include "real.h"
 #include "scheduler.h"
@@ -52,7 +53,7 @@ void dh_nccl_submit(dh_op_t *op)
 {
     int dev = op->device;
     cudaStream_t s = op->stream;
-    if (dev < 0 || dev >= DH__CHAIN_DEVICES) {
+    if (dev < 0 || dev >= DH__CHAIN_DEVICES || dh_break(DH_BREAK_NCCL_ORDER)) {
         dh_sched_submit(op);
         return;
     }

@@ -11,11 +11,14 @@
  *
  * These lists generate the real-function table, the counters, the names, the wrappers
  * (wrap_*.c) and the linker version script (exports.map.in), so adding a line is all it
- * takes to intercept one more entry point. The file has no includes so that the version
- * script can be made from it by the preprocessor alone.
+ * takes to intercept one more entry point. The file includes only the generated list (no
+ * system header) so that the version script can be made from it by the preprocessor
+ * alone.
  */
 #ifndef DH_HOOK_LIST_H
 #define DH_HOOK_LIST_H
+
+#include "entry_list.h" /* generated; itself without includes */
 
 /* X(lib, short name, soname of the real library, what a wrapper returns when no real
  * definition can be found: the API's own "not initialised" error) */
@@ -72,7 +75,9 @@
     X(CUDART, cudaError_t, cudaStreamEndCapture, (cudaStream_t stream, cudaGraph_t *pGraph), \
       (stream, pGraph))                                                                     \
     X(CUDART, cudaError_t, cudaEventDestroy, (cudaEvent_t event), (event))                  \
-    X(CUDART, cudaError_t, cudaStreamDestroy, (cudaStream_t stream), (stream))
+    X(CUDART, cudaError_t, cudaStreamDestroy, (cudaStream_t stream), (stream))              \
+    X(CUDART, cudaError_t, cudaGraphLaunch, (cudaGraphExec_t graphExec, cudaStream_t stream), \
+      (graphExec, stream))
 
 #define DH_HOOKS_CUDART_SYNC(X)                                                             \
     X(CUDART, cudaError_t, cudaStreamSynchronize, (cudaStream_t stream), (stream))          \
@@ -142,8 +147,35 @@
        enum cudaDriverEntryPointQueryResult *driverStatus),                                 \
       (symbol, funcPtr, cudaVersion, flags, driverStatus))
 
+/* Graph capture entered and left by the other doors (per-thread forms, capture into an
+ * existing graph): the shim drains and passes everything through while a capture is under
+ * way, as for cudaStreamBeginCapture (wrap_cudart.c, DH_WRAP_CAPTURE_BEGIN). */
+#define DH_HOOKS_CUDART_GRAPHCAP(X)                                                         \
+    X(CUDART, cudaError_t, cudaStreamBeginCapture_ptsz,                                     \
+      (cudaStream_t stream, enum cudaStreamCaptureMode mode), (stream, mode))               \
+    X(CUDART, cudaError_t, cudaStreamBeginCaptureToGraph,                                   \
+      (cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies,         \
+       const cudaGraphEdgeData *dependencyData, size_t numDependencies,                     \
+       enum cudaStreamCaptureMode mode),                                                    \
+      (stream, graph, dependencies, dependencyData, numDependencies, mode))                 \
+    X(CUDART, cudaError_t, cudaStreamBeginCaptureToGraph_ptsz,                              \
+      (cudaStream_t stream, cudaGraph_t graph, const cudaGraphNode_t *dependencies,         \
+       const cudaGraphEdgeData *dependencyData, size_t numDependencies,                     \
+       enum cudaStreamCaptureMode mode),                                                    \
+      (stream, graph, dependencies, dependencyData, numDependencies, mode))                 \
+    X(CUDART, cudaError_t, cudaStreamEndCapture_ptsz,                                       \
+      (cudaStream_t stream, cudaGraph_t *pGraph), (stream, pGraph))                         \
+    X(CUDART, cudaError_t, cudaGetDriverEntryPoint_ptsz,                                    \
+      (const char *symbol, void **funcPtr, unsigned long long flags,                        \
+       enum cudaDriverEntryPointQueryResult *driverStatus),                                 \
+      (symbol, funcPtr, flags, driverStatus))                                               \
+    X(CUDART, cudaError_t, cudaGetDriverEntryPointByVersion_ptsz,                           \
+      (const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags, \
+       enum cudaDriverEntryPointQueryResult *driverStatus),                                 \
+      (symbol, funcPtr, cudaVersion, flags, driverStatus))
+
 #define DH_HOOKS_CUDART(X) DH_HOOKS_CUDART_CAPTURE(X) DH_HOOKS_CUDART_SYNC(X) \
-    DH_HOOKS_CUDART_FORWARD(X)
+    DH_HOOKS_CUDART_FORWARD(X) DH_HOOKS_CUDART_GRAPHCAP(X)
 
 /* cuBLAS: GEMMs (plain and strided-batched) are captured; the handle setters are forwarded
  * and mirrored (a deferred GEMM replays with the state its handle had at the call). */
@@ -377,7 +409,9 @@
       (symbol, pfn, cudaVersion, flags, symbolStatus))                                      \
     X(CUDA, CUresult, cuGetProcAddress,                                                     \
       (const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags),                  \
-      (symbol, pfn, cudaVersion, flags))
+      (symbol, pfn, cudaVersion, flags))                                                    \
+    X(CUDA, CUresult, cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream),            \
+      (hGraphExec, hStream))
 
 #define DH_HOOKS_CUDA_SYNC(X)                                                               \
     X(CUDA, CUresult, cuStreamSynchronize, (CUstream s), (s))                               \
@@ -443,8 +477,29 @@
     X(CUDA, CUresult, cuStreamDestroy_v2, (CUstream hStream), (hStream))                    \
     X(CUDA, CUresult, cuEventDestroy_v2, (CUevent hEvent), (hEvent))
 
+/* Graph capture through the driver (wrap_cuda.c): as the runtime's. */
+#define DH_HOOKS_CUDA_GRAPHCAP(X)                                                           \
+    X(CUDA, CUresult, cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode), \
+      (hStream, mode))                                                                      \
+    X(CUDA, CUresult, cuStreamBeginCapture_v2_ptsz,                                         \
+      (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))                        \
+    X(CUDA, CUresult, cuStreamBeginCaptureToGraph,                                          \
+      (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,                   \
+       const CUgraphEdgeData *dependencyData, size_t numDependencies,                       \
+       CUstreamCaptureMode mode),                                                           \
+      (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))               \
+    X(CUDA, CUresult, cuStreamBeginCaptureToGraph_ptsz,                                     \
+      (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,                   \
+       const CUgraphEdgeData *dependencyData, size_t numDependencies,                       \
+       CUstreamCaptureMode mode),                                                           \
+      (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))               \
+    X(CUDA, CUresult, cuStreamEndCapture, (CUstream hStream, CUgraph *phGraph),             \
+      (hStream, phGraph))                                                                   \
+    X(CUDA, CUresult, cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph *phGraph),        \
+      (hStream, phGraph))
+
 #define DH_HOOKS_CUDA(X) DH_HOOKS_CUDA_CAPTURE(X) DH_HOOKS_CUDA_SYNC(X) \
-    DH_HOOKS_CUDA_DESTROY(X)
+    DH_HOOKS_CUDA_DESTROY(X) DH_HOOKS_CUDA_GRAPHCAP(X)
 
 /* NCCL (nccl_wrap/): the whole API of nccl.h 2.28 but the deprecated ncclResetDebugInit,
  * which the header itself says is not part of the API. Every wrapper forwards to the
@@ -581,7 +636,20 @@
     DH_HOOKS_NCCL_COMM(X) DH_HOOKS_NCCL_SYNC(X) DH_HOOKS_NCCL_FORWARD(X)
 #define DH_HOOKS_NCCL(X) DH_HOOKS_NCCL_RESULT(X) DH_HOOKS_NCCL_STRING(X)
 
-#define DH_HOOKS_ALL(X) DH_HOOKS_CUDART(X) DH_HOOKS_CUBLAS(X) DH_HOOKS_CUBLASLT(X) \
+/* The entry points wrapped by hand, above: the shim.preload test calls each once. */
+#define DH_HOOKS_HAND(X) DH_HOOKS_CUDART(X) DH_HOOKS_CUBLAS(X) DH_HOOKS_CUBLASLT(X) \
     DH_HOOKS_CUDA(X) DH_HOOKS_NCCL(X)
+
+/* Everything else of the toolkit's headers that is not on the host-only list
+ * (preload/entries/host_only.txt): drain-and-forward wrappers generated by
+ * scripts/gen-entries into entry_list.h (wrap_gen.c, wrap_gen_legacy.c). The legacy cuBLAS
+ * API comes last: its names are macros of cublas_v2.h, so its wrappers and their addresses
+ * live in a translation unit of their own (DH_HOOK_LEGACY_FIRST in hooks.h). */
+#define DH_HOOKS_GEN(X) DH_HOOKS_GEN_CUDART(X) DH_HOOKS_GEN_CUDA(X) DH_HOOKS_GEN_CUBLAS(X) \
+    DH_HOOKS_GEN_CUBLASLT(X)
+#define DH_HOOKS_GEN_LEGACY(X) DH_HOOKS_GEN_CUBLAS_LEGACY(X) \
+    DH_HOOKS_GEN_CUBLAS_LEGACY_VOID(X) DH_HOOKS_GEN_CUBLAS_LEGACY_VALUE(X)
+
+#define DH_HOOKS_ALL(X) DH_HOOKS_HAND(X) DH_HOOKS_GEN(X) DH_HOOKS_GEN_LEGACY(X)
 
 #endif

@@ -85,19 +85,23 @@ static void dh__resolve_lib(dh_hook_lib_t lib)
     int found = 0, total = 0;
     void *first = NULL;
     dh__resolving = 1;
-    for (int id = 0; id < DH_HOOK_COUNT; id++) {
-        if (dh__hook_libs[id] != lib)
-            continue;
-        /* The next definition after the shim, else one in a library loaded outside the
-         * global scope (real.h, dh_real_lookup_loaded: PyTorch's cuBLAS and NCCL). */
-        void *p = dh_real_dlsym()(RTLD_NEXT, dh__hook_names[id]);
-        if (p == NULL)
-            p = dh_real_lookup_loaded(dh__libs[lib].soname, dh__hook_names[id]);
-        dh__hook_fn[id] = p;
-        total++;
-        found += p != NULL;
-        if (first == NULL)
-            first = p;
+    /* The next definition after the shim; when none of the library's entry points has one,
+     * the library may be loaded outside the global scope (real.h, dh_real_lookup_loaded:
+     * PyTorch's cuBLAS and NCCL). Not per missing name: the generated wrappers cover the
+     * whole API, most of which a stand-in such as the vgpu does not define. */
+    for (int pass = 0; pass < 2 && found == 0; pass++) {
+        total = 0;
+        for (int id = 0; id < DH_HOOK_COUNT; id++) {
+            if (dh__hook_libs[id] != lib)
+                continue;
+            void *p = pass == 0 ? dh_real_dlsym()(RTLD_NEXT, dh__hook_names[id])
+                                : dh_real_lookup_loaded(dh__libs[lib].soname, dh__hook_names[id]);
+            dh__hook_fn[id] = p;
+            total++;
+            found += p != NULL;
+            if (first == NULL)
+                first = p;
+        }
     }
     dh__resolving = 0;
     atomic_store_explicit(&dh__hook_ready[lib], 1, memory_order_release);

@@ -38,6 +38,15 @@ typedef enum dh_hook_id {
     DH_HOOK_COUNT
 } dh_hook_id_t;
 
+/* Where the id ranges of DH_HOOKS_ALL begin: the hand-written wrappers, then the generated
+ * ones (wrap_gen.h), the legacy cuBLAS API last. */
+#define DH__HOOK_ONE(lib, ret, name, params, args) +1
+enum {
+    DH_HOOK_HAND_COUNT = 0 DH_HOOKS_HAND(DH__HOOK_ONE),
+    DH_HOOK_LEGACY_FIRST = DH_HOOK_HAND_COUNT DH_HOOKS_GEN(DH__HOOK_ONE)
+};
+#undef DH__HOOK_ONE
+
 /* Names and libraries; "?" / DH_HOOK_LIB_COUNT outside the lists. Thread-safe. */
 const char *dh_hook_name(dh_hook_id_t id);
 dh_hook_lib_t dh_hook_lib(dh_hook_id_t id);

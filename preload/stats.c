@@ -161,12 +161,17 @@ static dh_status_t dh__stats_meta(dh_table_t *t, const dh_config_t *cfg)
     return deferring ? dh__sched_meta(t) : DH_OK;
 }
 
+/* One row per hand-wrapped entry point, and one per generated drain-and-forward wrapper
+ * (wrap_gen.h) that was called: there are about a thousand of those, nearly all unused. */
 static dh_status_t dh__stats_rows(dh_table_t *t)
 {
     for (int id = 0; id < DH_HOOK_COUNT; id++) {
         char calls[24], nested[24];
-        snprintf(calls, sizeof(calls), "%" PRIu64, dh_hook_calls((dh_hook_id_t)id));
-        snprintf(nested, sizeof(nested), "%" PRIu64, dh_hook_nested((dh_hook_id_t)id));
+        uint64_t c = dh_hook_calls((dh_hook_id_t)id), n = dh_hook_nested((dh_hook_id_t)id);
+        if (id >= (int)DH_HOOK_HAND_COUNT && c == 0 && n == 0)
+            continue;
+        snprintf(calls, sizeof(calls), "%" PRIu64, c);
+        snprintf(nested, sizeof(nested), "%" PRIu64, n);
         const char *cells[] = {dh_hook_name((dh_hook_id_t)id),
                                dh_hook_lib_name(dh_hook_lib((dh_hook_id_t)id)), calls, nested};
         DH_CHECK(dh_table_row(t, cells));

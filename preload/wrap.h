@@ -97,4 +97,32 @@ static inline int dh__report(int lib, int rc)
         return (REPORT) ? (ret)dh__report(DH_HOOK_LIB_##lib, (int)rc_) : rc_;              \
     }
 
+/* Graph capture begins: everything queued is issued and calls pass through until it ends
+ * (DESIGN.md invariant 6); a begin the library refuses starts nothing. */
+#define DH_WRAP_CAPTURE_BEGIN(lib, ret, name, params, args)                                \
+    DH_HOOK_EXPORT ret name params                                                         \
+    {                                                                                      \
+        DH_WRAP_ENTER(lib, ret, name);                                                     \
+        int mine_ = dh__hook_depth == 1 && dh_sched_mirroring();                           \
+        if (mine_)                                                                         \
+            dh_sched_capture_begin();                                                      \
+        ret rc_ = real_ args;                                                              \
+        if (rc_ != 0 && mine_)                                                             \
+            dh_sched_capture_end();                                                        \
+        dh__hook_leave();                                                                  \
+        return rc_;                                                                        \
+    }
+
+/* Graph capture ends (whatever the library answers, the capture is over). */
+#define DH_WRAP_CAPTURE_END(lib, ret, name, params, args)                                  \
+    DH_HOOK_EXPORT ret name params                                                         \
+    {                                                                                      \
+        DH_WRAP_ENTER(lib, ret, name);                                                     \
+        ret rc_ = real_ args;                                                              \
+        if (dh__hook_depth == 1 && dh_sched_mirroring())                                   \
+            dh_sched_capture_end();                                                        \
+        dh__hook_leave();                                                                  \
+        return rc_;                                                                        \
+    }
+
 #endif

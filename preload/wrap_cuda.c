@@ -14,39 +14,75 @@
 #include <string.h>
 
 #include <cublasLt.h>
+#include <cublasXt.h>
 #include <cublas_v2.h>
 #include <cuda.h>
+#include <cudaProfiler.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <stdlib.h>
 
 #undef cuGetProcAddress
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 #include "ptsz.h" /* declared by the headers only under per-thread compilation */
+#include "entry_protos.h" /* likewise, for the generated wrappers */
 
 /* cudaGetDriverEntryPoint is deprecated in CUDA 13 but still exported and called: the
  * wrapper table below takes its address. */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
 #include "wrap.h"
+#include "wrap_gen.h"
 
 /* ---- the wrapper table ---- */
 
-static void *const dh__wrappers[DH_HOOK_COUNT] = {
+/* Every wrapper but the legacy cuBLAS API's, whose names cublas_v2.h maps onto the _v2
+ * API: those addresses come from their own translation unit (wrap_gen_legacy.c). */
+static void *const dh__wrappers[DH_HOOK_LEGACY_FIRST] = {
 #define DH__WRAPPER_ADDR(lib, ret, name, params, args) (void *)&name,
-    DH_HOOKS_ALL(DH__WRAPPER_ADDR)
+    DH_HOOKS_HAND(DH__WRAPPER_ADDR) DH_HOOKS_GEN(DH__WRAPPER_ADDR)
 #undef DH__WRAPPER_ADDR
 };
 
 void *dh_hook_wrapper(dh_hook_id_t id)
 {
-    return (unsigned)id < DH_HOOK_COUNT ? dh__wrappers[id] : NULL;
+    if ((unsigned)id < (unsigned)DH_HOOK_LEGACY_FIRST)
+        return dh__wrappers[id];
+    return (unsigned)id < DH_HOOK_COUNT ? dh__legacy_wrappers[(unsigned)id - (unsigned)DH_HOOK_LEGACY_FIRST] : NULL;
+}
+
+/* The ids sorted by name, for dh_hook_find: dlsym and cuGetProcAddress ask for every name
+ * a program or the runtime looks up, and there are thousands of entry points. */
+static dh_hook_id_t dh__by_name[DH_HOOK_COUNT];
+static pthread_once_t dh__by_name_once = PTHREAD_ONCE_INIT;
+
+static int dh__cmp_id(const void *a, const void *b)
+{
+    return strcmp(dh_hook_name(*(const dh_hook_id_t *)a), dh_hook_name(*(const dh_hook_id_t *)b));
+}
+
+static void dh__sort_names(void)
+{
+    for (int id = 0; id < DH_HOOK_COUNT; id++)
+        dh__by_name[id] = (dh_hook_id_t)id;
+    qsort(dh__by_name, DH_HOOK_COUNT, sizeof dh__by_name[0], dh__cmp_id);
 }
 
 dh_hook_id_t dh_hook_find(const char *name)
 {
-    for (int id = 0; id < DH_HOOK_COUNT; id++)
-        if (!strcmp(dh_hook_name((dh_hook_id_t)id), name))
-            return (dh_hook_id_t)id;
+    pthread_once(&dh__by_name_once, dh__sort_names);
+    size_t lo = 0, hi = DH_HOOK_COUNT;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(dh_hook_name(dh__by_name[mid]), name);
+        if (c == 0)
+            return dh__by_name[mid];
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
     return DH_HOOK_COUNT;
 }
 
@@ -57,7 +93,13 @@ static void *dh__substitute(const char *name, void *p)
     dh_hook_id_t id = p && name ? dh_hook_find(name) : DH_HOOK_COUNT;
     if (id == DH_HOOK_COUNT)
         return p;
-    return dh_hook_real(id) == p ? dh__wrappers[id] : p;
+    void *real = dh_hook_real(id), *wrapper = dh_hook_wrapper(id);
+    /* A lookup that found the shim's own generated wrapper of a function no library
+     * defines (dlsym(RTLD_DEFAULT) on the vgpu, say) answers as if the shim were absent,
+     * so a program probing for the function sees that it is missing. */
+    if (p == wrapper && real == NULL && (int)id >= (int)DH_HOOK_HAND_COUNT)
+        return NULL;
+    return real == p ? wrapper : p;
 }
 
 /* dlsym itself is in dlsym_entry.c (built without sanitizers); it asks this for the
@@ -146,12 +188,39 @@ static dh_status_t dh__capture_ex(dh_op_t **op, const CUlaunchConfig *config, CU
 DH_CU_LAUNCH_EX(cuLaunchKernelEx, 0)
 DH_CU_LAUNCH_EX(cuLaunchKernelEx_ptsz, 1)
 
+/* A graph launch through the driver: as cudaGraphLaunch (wrap_cudart.c). */
+DH_WRAP_CAPTURE(CUDA, CUresult, cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream),
+                (hGraphExec, hStream),
+                dh_op_capture_graph_launch(&op_, (void *)hGraphExec, (cudaStream_t)hStream, 1),
+                CUDA_SUCCESS)
+
 /* ---- waits and uncaptured work: drain, then forward ---- */
 
 #define DH_CU_SYNC(lib, ret, name, params, args) \
     DH_WRAP_DRAIN(lib, ret, name, params, args, DH_DRAIN_STREAM_SYNC, 0, 1)
 
 DH_HOOKS_CUDA_SYNC(DH_CU_SYNC)
+
+/* ---- graph capture: drain, then pass everything through until it ends ---- */
+
+DH_WRAP_CAPTURE_BEGIN(CUDA, CUresult, cuStreamBeginCapture_v2,
+                      (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
+DH_WRAP_CAPTURE_BEGIN(CUDA, CUresult, cuStreamBeginCapture_v2_ptsz,
+                      (CUstream hStream, CUstreamCaptureMode mode), (hStream, mode))
+DH_WRAP_CAPTURE_BEGIN(CUDA, CUresult, cuStreamBeginCaptureToGraph,
+                      (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                       const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                       CUstreamCaptureMode mode),
+                      (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))
+DH_WRAP_CAPTURE_BEGIN(CUDA, CUresult, cuStreamBeginCaptureToGraph_ptsz,
+                      (CUstream hStream, CUgraph hGraph, const CUgraphNode *dependencies,
+                       const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                       CUstreamCaptureMode mode),
+                      (hStream, hGraph, dependencies, dependencyData, numDependencies, mode))
+DH_WRAP_CAPTURE_END(CUDA, CUresult, cuStreamEndCapture, (CUstream hStream, CUgraph *phGraph),
+                    (hStream, phGraph))
+DH_WRAP_CAPTURE_END(CUDA, CUresult, cuStreamEndCapture_ptsz,
+                    (CUstream hStream, CUgraph *phGraph), (hStream, phGraph))
 
 /* ---- destruction ---- */
 
@@ -186,26 +255,33 @@ DH_HOOK_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent)
  * does (PyTorch's c10/cuda/driver_api.cpp fetches cuMemCreate and friends this way): the
  * shim's wrapper where it has one. */
 
-DH_HOOK_EXPORT cudaError_t cudaGetDriverEntryPoint(const char *symbol, void **funcPtr,
-                                                   unsigned long long flags,
-                                                   enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-    DH_WRAP_ENTER(CUDART, cudaError_t, cudaGetDriverEntryPoint);
-    cudaError_t rc = real_(symbol, funcPtr, flags, driverStatus);
-    if (rc == cudaSuccess && funcPtr && symbol)
-        *funcPtr = dh__proc_substitute(symbol, flags, *funcPtr);
-    dh__hook_leave();
-    return rc;
-}
+#define DH_ENTRY_POINT(name)                                                               \
+    DH_HOOK_EXPORT cudaError_t name(const char *symbol, void **funcPtr,                    \
+                                    unsigned long long flags,                              \
+                                    enum cudaDriverEntryPointQueryResult *driverStatus)    \
+    {                                                                                      \
+        DH_WRAP_ENTER(CUDART, cudaError_t, name);                                          \
+        cudaError_t rc = real_(symbol, funcPtr, flags, driverStatus);                      \
+        if (rc == cudaSuccess && funcPtr && symbol)                                        \
+            *funcPtr = dh__proc_substitute(symbol, flags, *funcPtr);                       \
+        dh__hook_leave();                                                                  \
+        return rc;                                                                         \
+    }
 
-DH_HOOK_EXPORT cudaError_t cudaGetDriverEntryPointByVersion(
-    const char *symbol, void **funcPtr, unsigned int cudaVersion, unsigned long long flags,
-    enum cudaDriverEntryPointQueryResult *driverStatus)
-{
-    DH_WRAP_ENTER(CUDART, cudaError_t, cudaGetDriverEntryPointByVersion);
-    cudaError_t rc = real_(symbol, funcPtr, cudaVersion, flags, driverStatus);
-    if (rc == cudaSuccess && funcPtr && symbol)
-        *funcPtr = dh__proc_substitute(symbol, flags, *funcPtr);
-    dh__hook_leave();
-    return rc;
-}
+#define DH_ENTRY_POINT_BY_VERSION(name)                                                    \
+    DH_HOOK_EXPORT cudaError_t name(const char *symbol, void **funcPtr,                    \
+                                    unsigned int cudaVersion, unsigned long long flags,    \
+                                    enum cudaDriverEntryPointQueryResult *driverStatus)    \
+    {                                                                                      \
+        DH_WRAP_ENTER(CUDART, cudaError_t, name);                                          \
+        cudaError_t rc = real_(symbol, funcPtr, cudaVersion, flags, driverStatus);         \
+        if (rc == cudaSuccess && funcPtr && symbol)                                        \
+            *funcPtr = dh__proc_substitute(symbol, flags, *funcPtr);                       \
+        dh__hook_leave();                                                                  \
+        return rc;                                                                         \
+    }
+
+DH_ENTRY_POINT(cudaGetDriverEntryPoint)
+DH_ENTRY_POINT(cudaGetDriverEntryPoint_ptsz)
+DH_ENTRY_POINT_BY_VERSION(cudaGetDriverEntryPointByVersion)
+DH_ENTRY_POINT_BY_VERSION(cudaGetDriverEntryPointByVersion_ptsz)

@@ -65,6 +65,12 @@ DH_CAPTURE_WRAPPER(cudaError_t, cudaStreamWaitEvent,
                    (cudaStream_t stream, cudaEvent_t event, unsigned int flags),
                    (stream, event, flags), dh_op_capture_event_wait(&op_, stream, event, flags))
 
+/* A graph launch: deferred as a barrier of whatever it may touch (op_graph.c); the first
+ * launch of each executable graph is forwarded, so a bad handle fails at the call. */
+DH_CAPTURE_WRAPPER(cudaError_t, cudaGraphLaunch, (cudaGraphExec_t graphExec, cudaStream_t stream),
+                   (graphExec, stream),
+                   dh_op_capture_graph_launch(&op_, (void *)graphExec, stream, 0))
+
 /* A deferred free carries the block's size for the deferred-bytes limit. */
 static dh_status_t dh__capture_free(dh_op_t **op, void *p, cudaStream_t s)
 {
@@ -164,6 +170,24 @@ DH_HOOK_EXPORT cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t
     dh__hook_leave();
     return rc;
 }
+
+/* The other doors into graph capture (hook_list.h DH_HOOKS_CUDART_GRAPHCAP). */
+DH_WRAP_CAPTURE_BEGIN(CUDART, cudaError_t, cudaStreamBeginCapture_ptsz,
+                      (cudaStream_t stream, enum cudaStreamCaptureMode mode), (stream, mode))
+DH_WRAP_CAPTURE_BEGIN(CUDART, cudaError_t, cudaStreamBeginCaptureToGraph,
+                      (cudaStream_t stream, cudaGraph_t graph,
+                       const cudaGraphNode_t *dependencies,
+                       const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                       enum cudaStreamCaptureMode mode),
+                      (stream, graph, dependencies, dependencyData, numDependencies, mode))
+DH_WRAP_CAPTURE_BEGIN(CUDART, cudaError_t, cudaStreamBeginCaptureToGraph_ptsz,
+                      (cudaStream_t stream, cudaGraph_t graph,
+                       const cudaGraphNode_t *dependencies,
+                       const cudaGraphEdgeData *dependencyData, size_t numDependencies,
+                       enum cudaStreamCaptureMode mode),
+                      (stream, graph, dependencies, dependencyData, numDependencies, mode))
+DH_WRAP_CAPTURE_END(CUDART, cudaError_t, cudaStreamEndCapture_ptsz,
+                    (cudaStream_t stream, cudaGraph_t *pGraph), (stream, pGraph))
 
 /* Destroying an event whose record is queued destroys it once that record is issued
  * (scheduler.h, dh_sched_event_destroy_later); otherwise now, and the event's bookkeeping

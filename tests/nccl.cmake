@@ -5,7 +5,7 @@
 set(_nccl_dir ${CMAKE_CURRENT_SOURCE_DIR}/nccl)
 
 add_executable(nccl_prog ${_nccl_dir}/prog_common.c ${_nccl_dir}/prog_exact.c
-               ${_nccl_dir}/prog_groups.c ${_nccl_dir}/prog_errors.c)
+               ${_nccl_dir}/prog_groups.c ${_nccl_dir}/prog_errors.c ${_nccl_dir}/prog_order.c)
 target_include_directories(nccl_prog PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include)
 target_link_libraries(nccl_prog PRIVATE dh::real_cuda MPI::MPI_C Threads::Threads
                       ${CMAKE_DL_LIBS})
@@ -16,7 +16,7 @@ target_link_libraries(nccl_test_roles PRIVATE dh_sched dh::common PkgConfig::CMO
 dh_add_test(NAME nccl.roles COMMAND nccl_test_roles LABELS nccl asan tsan TIMEOUT 30)
 
 # The drivers.
-foreach(t exact groups pin errors)
+foreach(t exact groups pin errors order)
   add_executable(nccl_test_${t} ${_nccl_dir}/test_${t}.c ${_nccl_dir}/drive.c
                  ${CMAKE_CURRENT_SOURCE_DIR}/shim/runner.c)
   target_include_directories(nccl_test_${t} PRIVATE ${_nccl_dir} ${CMAKE_CURRENT_SOURCE_DIR}/shim)
@@ -47,6 +47,8 @@ if(DH_HAVE_MPI) # several ranks under mpiexec (cmake/Dependencies.cmake)
   dh_add_test(NAME nccl.groups COMMAND nccl_test_groups LABELS nccl TIMEOUT 120 ENV ${_nccl_env})
   dh_add_test(NAME nccl.pin COMMAND nccl_test_pin LABELS nccl TIMEOUT 120 ENV ${_nccl_env})
   dh_add_test(NAME nccl.errors COMMAND nccl_test_errors LABELS nccl TIMEOUT 120 ENV ${_nccl_env})
+  # The order rule broken (DHELIX_TEST_BREAK=nccl_order): the vgpu reports the deadlock.
+  dh_add_test(NAME nccl.order COMMAND nccl_test_order LABELS nccl TIMEOUT 200 ENV ${_nccl_env})
 endif()
 
 # One process, two ranks on two devices, two threads, the shim deferring (stress): fast

@@ -25,15 +25,16 @@ dh_add_test(NAME shim.membound COMMAND shim_test_membound LABELS shim plan asan 
 add_library(shim_fakedrv SHARED ${_shim_dir}/fakedrv.c)
 set_target_properties(shim_fakedrv PROPERTIES OUTPUT_NAME dh_fakedrv C_VISIBILITY_PRESET hidden)
 target_include_directories(shim_fakedrv PRIVATE ${PROJECT_SOURCE_DIR}/preload)
-target_link_libraries(shim_fakedrv PRIVATE dh::cuda_headers)
+target_link_libraries(shim_fakedrv PRIVATE dh::cuda_headers dh::entry_list)
 add_executable(shim_child ${_shim_dir}/child.c)
 target_include_directories(shim_child PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include
                            ${PROJECT_SOURCE_DIR}/preload)
-target_link_libraries(shim_child PRIVATE dh::real_cuda Threads::Threads ${CMAKE_DL_LIBS})
+target_link_libraries(shim_child PRIVATE dh::real_cuda dh::entry_list Threads::Threads
+                      ${CMAKE_DL_LIBS})
 add_executable(shim_child_nodrv ${_shim_dir}/child.c)
 target_include_directories(shim_child_nodrv PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include
                            ${PROJECT_SOURCE_DIR}/preload)
-target_link_libraries(shim_child_nodrv PRIVATE dh::cuda_headers ${DH_REAL_cudart}
+target_link_libraries(shim_child_nodrv PRIVATE dh::cuda_headers dh::entry_list ${DH_REAL_cudart}
                       ${DH_REAL_cublas} ${DH_REAL_cublasLt} shim_fakedrv Threads::Threads
                       ${CMAKE_DL_LIBS})
 target_link_options(shim_child_nodrv PRIVATE LINKER:--no-as-needed)
@@ -52,7 +53,7 @@ foreach(t preload passthrough)
   target_include_directories(shim_test_${t} PRIVATE ${_shim_dir} ${PROJECT_SOURCE_DIR}/preload
                              ${PROJECT_SOURCE_DIR}/scheduler/dispatch
                              ${PROJECT_SOURCE_DIR}/scheduler/ops)
-  target_link_libraries(shim_test_${t} PRIVATE dh::cuda_headers PkgConfig::CMOCKA
+  target_link_libraries(shim_test_${t} PRIVATE dh::cuda_headers dh::entry_list PkgConfig::CMOCKA
                         PkgConfig::JANSSON)
   add_dependencies(shim_test_${t} dhelix_shim shim_child shim_child_nodrv shim_orphan
                    shim_nested)
@@ -98,3 +99,20 @@ add_custom_target(docs-config
           -DDOC=${PROJECT_SOURCE_DIR}/docs/configuration.md -DUPDATE=1
           -P ${CMAKE_CURRENT_SOURCE_DIR}/docs/check_config_doc.cmake
   DEPENDS dhelix VERBATIM)
+
+# Every entry point of the toolkit handled (issue 28): the exports of the real libraries and
+# cuda.h's declarations against the shim's definitions and the host-only list.
+find_package(Python3 REQUIRED COMPONENTS Interpreter)
+get_filename_component(_ep_cuda_dir "${DH_REAL_cudart}" DIRECTORY)
+get_filename_component(_ep_nccl_dir "${DH_REAL_nccl}" DIRECTORY)
+dh_add_test(NAME shim.entry_points
+  COMMAND ${Python3_EXECUTABLE} ${_shim_dir}/test_entry_points.py LABELS shim TIMEOUT 60
+  ENV "DH_TEST_SHIM=$<TARGET_FILE:dhelix_shim>"
+      "DH_TEST_HOST_ONLY=${PROJECT_SOURCE_DIR}/preload/entries/host_only.txt"
+      "DH_TEST_ENTRY_TABLE=${DH_ENTRY_TABLE}" "DH_TEST_CUDA_LIBDIR=${_ep_cuda_dir}"
+      "DH_TEST_NCCL_LIBDIR=${_ep_nccl_dir}" "DH_TEST_CUDA_INCLUDE=${DH_CUDA_INCLUDE}"
+      "DH_TEST_CC=${CMAKE_C_COMPILER}")
+# The generator itself, on small headers the test writes (rules and refusals).
+dh_add_test(NAME shim.gen_entries
+  COMMAND ${Python3_EXECUTABLE} ${_shim_dir}/test_gen_entries.py LABELS shim TIMEOUT 60
+  ENV "DH_TEST_GEN=${PROJECT_SOURCE_DIR}/scripts/gen-entries" "DH_TEST_CC=${CMAKE_C_COMPILER}")

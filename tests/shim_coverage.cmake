@@ -9,10 +9,11 @@ set(_cov_dir ${CMAKE_CURRENT_SOURCE_DIR}/shim)
 # the vgpu, with the shim preloaded or not.
 add_executable(shim_coverage ${_cov_dir}/coverage.c ${_cov_dir}/coverage_dev.c
                ${_cov_dir}/coverage_nccl.c ${_cov_dir}/coverage_blas.c
-               ${_cov_dir}/coverage_sync.c)
+               ${_cov_dir}/coverage_sync.c ${_cov_dir}/coverage_entry.c)
 target_include_directories(shim_coverage PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include
                            ${PROJECT_SOURCE_DIR}/preload)
-target_link_libraries(shim_coverage PRIVATE dh::real_cuda Threads::Threads ${CMAKE_DL_LIBS} m)
+target_link_libraries(shim_coverage PRIVATE dh::real_cuda dh::entry_list Threads::Threads
+                      ${CMAKE_DL_LIBS} m)
 
 # The drivers run without the shim and start the program under each configuration.
 foreach(t coverage breaks)

@@ -37,3 +37,12 @@ dh_add_test(NAME shim.deps COMMAND shim_test_deps LABELS shim asan VGPU TIMEOUT 
 add_executable(shim_test_agree ${_op_dir}/test_agree.c)
 target_link_libraries(shim_test_agree PRIVATE dh_sched Threads::Threads ${CMAKE_DL_LIBS})
 dh_add_test(NAME shim.agree COMMAND shim_test_agree LABELS shim asan tsan TIMEOUT 60)
+
+# The agreement channel with many ranks (tests/shim/test_agree_scale.c): 16 and 64 processes
+# each take switch, pair and switch-back rounds; a wrong decision or a round that does not
+# complete fails it. scripts/agree-scale runs it up to 1024 ranks and prints the figures.
+add_executable(shim_test_agree_scale ${_op_dir}/test_agree_scale.c)
+target_link_libraries(shim_test_agree_scale PRIVATE dh_sched Threads::Threads ${CMAKE_DL_LIBS})
+dh_add_test(NAME shim.agree_scale
+            COMMAND sh -c "$<TARGET_FILE:shim_test_agree_scale> 16 && $<TARGET_FILE:shim_test_agree_scale> 64"
+            LABELS shim asan TIMEOUT 120 ENV "DH_AGREE_SCALE_LIMIT_S=50")

@@ -29,6 +29,7 @@
 #include "profile_rec.h"
 #include "real.h"
 #include "dispatch_int.h"
+#include "nvtx.h"
 #include "plan.h"
 #include "sched_int.h"
 
@@ -121,13 +122,16 @@ cudaStream_t dh__physical(int device, cudaStream_t s, int strand)
     if (dh_real()->cudaStreamCreateWithFlags(&p, cudaStreamNonBlocking) != cudaSuccess)
         return NULL;
     pthread_mutex_lock(&dh__s.lock);
-    if (!v->phys[1])
+    int made = !v->phys[1];
+    if (made)
         v->phys[1] = p;
     else {
         dh_real()->cudaStreamDestroy(p); /* another thread made it first */
         p = v->phys[1];
     }
     pthread_mutex_unlock(&dh__s.lock);
+    if (made)
+        dh__nvtx_name_strands(s, p);
     return p;
 }
 
@@ -435,7 +439,9 @@ static void dh__run(dh_batch_t *b)
      * barriers, not one per op: the framework thread takes the same lock for every capture.
      * A barrier reads the marks, so a stretch ends before each. */
     size_t done = 0;
+    int mode = dh__s.mode;
     pthread_mutex_unlock(&dh__s.lock);
+    dh__nvtx_mode(mode, dh_config()->mode == DH_MODE_AUTO);
     for (size_t i = 0; i <= b->n; i++) {
         dh_item_t *it = i < b->n ? &b->items[i] : NULL;
         if ((!it || !it->op) && done < i) {
@@ -454,6 +460,7 @@ static void dh__run(dh_batch_t *b)
         }
         if (!it)
             break;
+        dh__nvtx_item(b, i);
         if (it->op) {
             it->rc = dh__replay_timed(it->op, it->strand);
             continue;
@@ -463,6 +470,7 @@ static void dh__run(dh_batch_t *b)
         if (rc)
             DH_WARN_ONCE(SCHED, "a cross-strand barrier failed (status %d)", rc);
     }
+    dh__nvtx_batch_end();
     pthread_mutex_lock(&dh__s.lock);
     b->n = 0;
 }
@@ -517,6 +525,7 @@ void *dh__dispatch_main(void *arg)
 {
     (void)arg;
     dh__sched_mark_dispatcher();
+    dh__nvtx_thread_start();
     dh__rng = (uint64_t)dh_config()->seed * 0x9e3779b97f4a7c15ull + 0x2545f4914f6cdd1dull;
     dh_batch_t b = {0};
     const int jitter_us = (int)dh_config()->test_dispatch_jitter;
@@ -590,6 +599,7 @@ void *dh__dispatch_main(void *arg)
             dh__wait_work();
     }
     pthread_mutex_unlock(&dh__s.lock);
+    dh__nvtx_thread_stop();
     free(b.items);
     return NULL;
 }

@@ -1,15 +1,17 @@
 /*
- * agree.c: the ranks' agreement channel (see agree.h).
+ * agree.c: the ranks' agreement channel (see agree.h): the voter's side, the environment
+ * and the connection helpers.
  *
- * A hub thread in rank 0 holds one TCP connection per rank (rank 0's own voter reaches it
- * through a socketpair), so that rounds are decided whatever rank 0's program is doing.
- * Messages are two 64-bit words. A voter sends (rank, mask) once, then (key, 1) for a yes or
- * (key, 0) for "no from key on"; the hub sends every decision, (key, 0 or 1), to every rank,
- * and (DH__BROKEN, 0) when it gives up. Round key is decided yes once every rank whose
- * mask has the key's pair bit voted yes on it; no as soon as any rank said no from a key
- * at or below it in the same iteration (key >> 16). A voter waits for its own round only,
- * up to DHELIX_AGREE_TIMEOUT_MS; on a timeout it closes its connection, the hub sees the
- * end of the stream and breaks the channel for everyone.
+ * Rounds are decided by a tree of relay threads (agree_tree.c): rank 0's decides, a rank
+ * with children in the tree relays, so that rounds are decided whatever the ranks' programs
+ * are doing. A voter holds one connection to its node (its own relay's through a
+ * socketpair, or a leaf's to its parent) and exchanges two-word messages (agree_int.h):
+ * (key, 1 or 2) for a yes, (key, 0) for "no from key on"; it gets every decision, (key, 0
+ * or 1), and (DH__BROKEN, 0) when the channel gives up. Round key is decided yes once every
+ * rank whose mask has the key's pair bit voted yes on it; no as soon as any rank said no
+ * from a key at or below it in the same iteration (key >> 24). A voter waits for its own
+ * round only, up to DHELIX_AGREE_TIMEOUT_MS; on a timeout it closes its connection, its
+ * node sees the end of the stream and breaks the channel for everyone.
  */
 #define _GNU_SOURCE
 #include "agree.h"
@@ -31,51 +33,18 @@
 #include "common/config.h"
 #include "common/log.h"
 
-#define DH__BROKEN UINT64_MAX
-/* Auto mode's switch rounds: key DH__SW | k, k the iteration boundary (dh_agree_switch),
- * and DH__SW | DH__BACK | k for the switch back (dh_agree_switch_back): two families of
- * rounds with their own state at the hub. Votes 0 (not ready), 1 (ready), 2 (never: no
- * round of the family will be decided yes, DH__NEVER, and a decision 2 says so).
- * DH__MASK: (DH__MASK, mask) replaces the sender's pair bits (a plan attached later). */
-#define DH__SW (1ull << 62)
-#define DH__MASK (1ull << 61)
-#define DH__BACK (1ull << 60)
-#define DH__NEVER 2
-#define DH__PENDING 64            /* undecided rounds the hub tracks at once */
-
 static struct {
     pthread_once_t once;
     int rank, size, local;        /* from the launcher; local: every rank on this host */
     uint64_t mask;                /* this rank's pair bits (dh_agree_set_mask) */
     /* Used by the one voting thread at a time (agree.h): */
-    int opened, broken, silent, fd; /* fd: this rank's connection to the hub */
+    int opened, broken, silent, fd; /* fd: this rank's connection to its node */
     uint64_t no_key;              /* the lowest key known decided no in its iteration, 0 */
     int sw_never[2];              /* a switch family was decided "never" (any round) */
     /* guarded by lock: */
     pthread_mutex_t lock;
     dh_agree_stats_t st;
 } dh__ag = {.once = PTHREAD_ONCE_INIT, .fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
-
-/* The hub (rank 0's thread only, once started). */
-static struct {
-    int ls, n;                    /* listening socket; connections so far */
-    int *fd;                      /* [size]: rank r's connection, -1 none */
-    uint64_t *mask;               /* [size]: rank r's pair bits (all until it says) */
-    uint64_t *vkey, *vval;        /* [size]: rank r's latest vote (key, value) */
-    uint64_t no_key;              /* lowest key decided no in the newest iteration with one */
-    uint64_t pend[DH__PENDING];   /* keys with a yes and no decision */
-    int npend;
-    uint64_t deadline;            /* for the connections */
-    /* Switch rounds, per family (0: to SI, 1: back): every rank votes at every boundary k
-     * of the family, in order; a rank, once ready, stays ready. last[r]: 1 + the last k
-     * rank r voted on (0 none); yes[r]: the first k it voted ready on (UINT64_MAX none).
-     * pend: boundaries with a waiting ready vote. never: a rank voted never. */
-    struct dh__swf {
-        uint64_t *last, *yes;
-        uint64_t pend[DH__PENDING];
-        int npend, never;
-    } sw[2];
-} dh__hub;
 
 static int dh__env_int(const char *a, const char *b, const char *c, int def)
 {
@@ -208,318 +177,6 @@ int dh__agree_recv_all(int fd, void *buf, size_t n, uint64_t deadline)
 }
 
 
-/* A vote's key (agree.h): iteration << 24 | pair << 8 | sub; the pair's bit in the masks
- * (pairs from 63 on share the last bit). */
-static uint64_t dh__bit(uint64_t key)
-{
-    uint64_t p = key >> 8 & 0xffff;
-    return 1ull << (p < 63 ? p : 63);
-}
-
-/* Whether a no from no_key decides key too: the same iteration, at or after it. */
-static int dh__covers(uint64_t no_key, uint64_t key)
-{
-    return no_key && (no_key >> 24) == (key >> 24) && key >= no_key;
-}
-
-static void dh__hub_send(int r, uint64_t key, uint64_t d)
-{
-    uint64_t m[2] = {key, d};
-    if (dh__hub.fd[r] >= 0 && dh__agree_send_all(dh__hub.fd[r], m, sizeof m) < 0) {
-        close(dh__hub.fd[r]);
-        dh__hub.fd[r] = -1;
-    }
-}
-
-static void dh__hub_send_all(uint64_t key, uint64_t d)
-{
-    for (int r = 0; r < dh__ag.size; r++)
-        dh__hub_send(r, key, d);
-}
-
-/* Decides what can be decided among the pending rounds. */
-static void dh__hub_settle(void)
-{
-    for (int i = 0; i < dh__hub.npend;) {
-        uint64_t key = dh__hub.pend[i];
-        int d = -1;
-        if (dh__covers(dh__hub.no_key, key)) {
-            d = 0;
-        } else {
-            /* Every rank with the pair voted, all the same value: that value; else no. */
-            d = 0;
-            for (int r = 0; r < dh__ag.size && d >= 0; r++) {
-                if (!(dh__hub.mask[r] & dh__bit(key)))
-                    continue;
-                if (dh__hub.vkey[r] < key)
-                    d = -1; /* rank r has this pair and has not voted on it yet */
-                else if (dh__hub.vkey[r] == key && d == 0)
-                    d = (int)dh__hub.vval[r];
-            }
-            for (int r = 0; r < dh__ag.size && d > 0; r++)
-                if ((dh__hub.mask[r] & dh__bit(key)) && dh__hub.vval[r] != (uint64_t)d)
-                    d = -2;
-            if (d == -2)
-                d = 0;
-        }
-        if (d < 0) {
-            i++;
-            continue;
-        }
-        dh__hub_send_all(key, (uint64_t)d);
-        dh__hub.pend[i] = dh__hub.pend[--dh__hub.npend];
-    }
-}
-
-static void dh__hub_vote(int r, uint64_t key, uint64_t yes)
-{
-    if (!yes) {
-        /* A no decides its round and the rest of its iteration; newer iterations replace
-         * older ones (keys only grow). */
-        if (!dh__hub.no_key || (key >> 24) > (dh__hub.no_key >> 24) ||
-            ((key >> 24) == (dh__hub.no_key >> 24) && key < dh__hub.no_key))
-            dh__hub.no_key = key;
-        dh__hub_settle();
-        /* Ranks that wait on a round of that iteration not pending yet learn it too. */
-        dh__hub_send_all(key, 0);
-        return;
-    }
-    if (key >= dh__hub.vkey[r]) {
-        dh__hub.vkey[r] = key;
-        dh__hub.vval[r] = yes;
-    }
-    int known = 0;
-    for (int i = 0; i < dh__hub.npend; i++)
-        known |= dh__hub.pend[i] == key;
-    if (!known && dh__hub.npend < DH__PENDING)
-        dh__hub.pend[dh__hub.npend++] = key;
-    else if (!known)
-        dh__hub_send_all(key, 0); /* more rounds at once than any plan has: decline */
-    dh__hub_settle();
-}
-
-/* Decides the switch rounds of family f that can be: never once a rank voted never (on
- * any k: it will not be ready, so nobody must wait for it), no once a rank voted "not
- * ready" on k, yes once every rank voted ready on k. */
-static void dh__hub_sw_settle(int f)
-{
-    struct dh__swf *w = &dh__hub.sw[f];
-    for (int i = 0; i < w->npend;) {
-        uint64_t k = w->pend[i];
-        int d = w->never ? DH__NEVER : 1;
-        for (int r = 0; r < dh__ag.size && d == 1; r++) {
-            if (w->last[r] < k + 1)
-                d = -1; /* rank r has not got to boundary k yet */
-            else if (w->yes[r] > k)
-                d = 0;  /* it was not ready there */
-        }
-        for (int r = 0; r < dh__ag.size && d < 0; r++)
-            if (w->last[r] >= k + 1 && w->yes[r] > k)
-                d = 0;
-        if (d < 0) {
-            i++;
-            continue;
-        }
-        dh__hub_send_all(DH__SW | (f ? DH__BACK : 0) | k, (uint64_t)d);
-        w->pend[i] = w->pend[--w->npend];
-    }
-}
-
-static void dh__hub_sw_vote(int f, int r, uint64_t k, uint64_t v)
-{
-    struct dh__swf *w = &dh__hub.sw[f];
-    if (k + 1 > w->last[r])
-        w->last[r] = k + 1;
-    if (v == DH__NEVER && !w->never) {
-        /* Every rank hears it now, not only the ready ones that wait: a rank still without
-         * a plan (its own may never come) learns at its next vote that none will be used;
-         * one that connects later, or missed it, at its first vote after (below). */
-        w->never = 1;
-        dh__hub_send_all(DH__SW | (f ? DH__BACK : 0) | k, DH__NEVER);
-    } else if (w->never && v != 1) {
-        dh__hub_send(r, DH__SW | (f ? DH__BACK : 0) | k, DH__NEVER);
-    } else if (v && v != DH__NEVER && w->yes[r] == UINT64_MAX)
-        w->yes[r] = k;
-    int known = 0;
-    for (int i = 0; i < w->npend; i++)
-        known |= w->pend[i] == k;
-    if (v == 1 && !known && w->npend < DH__PENDING)
-        w->pend[w->npend++] = k;
-    else if (v == 1 && !known)
-        dh__hub_send_all(DH__SW | (f ? DH__BACK : 0) | k, w->never ? DH__NEVER : 0);
-    dh__hub_sw_settle(f);
-}
-
-static void dh__hub_msg(int r, uint64_t key, uint64_t val)
-{
-    if (key & DH__SW) {
-        int f = (key & DH__BACK) != 0;
-        dh__hub_sw_vote(f, r, key & ~(DH__SW | DH__BACK), val);
-    } else if (key == DH__MASK) {
-        dh__hub.mask[r] = val;
-        dh__hub_settle();
-    } else {
-        dh__hub_vote(r, key, val);
-    }
-}
-
-static void dh__hub_break(void)
-{
-    dh__hub_send_all(DH__BROKEN, 0);
-    for (int r = 0; r < dh__ag.size; r++)
-        if (dh__hub.fd[r] >= 0) {
-            close(dh__hub.fd[r]);
-            dh__hub.fd[r] = -1;
-        }
-}
-
-/* A new connection: the rank and its mask first. */
-static void dh__hub_accept(void)
-{
-    int fd = accept4(dh__hub.ls, NULL, NULL, SOCK_CLOEXEC);
-    if (fd < 0)
-        return;
-    uint64_t m[2];
-    if (dh__agree_recv_all(fd, m, sizeof m, dh__agree_now_ns() + 2000000000ull) < 0 ||
-        m[0] == 0 || m[0] >= (uint64_t)dh__ag.size || dh__hub.fd[m[0]] >= 0) {
-        close(fd);
-        return;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    dh__hub.fd[m[0]] = fd;
-    dh__hub.mask[m[0]] = m[1];
-    dh__hub.n++;
-    dh__hub_settle();
-}
-
-static void *dh__hub_main(void *arg)
-{
-    (void)arg;
-    struct pollfd *pf = calloc((size_t)dh__ag.size + 1, sizeof *pf);
-    int *who = calloc((size_t)dh__ag.size + 1, sizeof *who);
-    if (!pf || !who) {
-        dh__hub_break();
-        free(pf);
-        free(who);
-        return NULL;
-    }
-    for (;;) {
-        int n = 0, live = 0;
-        int listening = dh__hub.ls >= 0 && dh__hub.n < dh__ag.size;
-        if (listening) {
-            pf[n] = (struct pollfd){.fd = dh__hub.ls, .events = POLLIN};
-            who[n++] = -1;
-        }
-        for (int r = 0; r < dh__ag.size; r++)
-            if (dh__hub.fd[r] >= 0) {
-                pf[n] = (struct pollfd){.fd = dh__hub.fd[r], .events = POLLIN};
-                who[n++] = r;
-                live++;
-            }
-        if (live == 0 && !listening)
-            break;
-        int wait = listening ? dh__agree_left_ms(dh__hub.deadline) : -1;
-        if (listening && wait == 0) {
-            /* Not every rank connected in time: nobody waits for them. */
-            close(dh__hub.ls);
-            dh__hub.ls = -1;
-            dh__hub_break();
-            break;
-        }
-        int k = poll(pf, (nfds_t)n, wait);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            break;
-        int lost = 0;
-        for (int i = 0; i < n; i++) {
-            if (!pf[i].revents)
-                continue;
-            if (who[i] < 0) {
-                dh__hub_accept();
-                continue;
-            }
-            uint64_t m[2];
-            uint64_t until = dh__agree_now_ns() + 1000000000ull;
-            if (dh__agree_recv_all(pf[i].fd, m, sizeof m, until) < 0) {
-                lost = 1;
-                break;
-            }
-            dh__hub_msg(who[i], m[0], m[1]);
-        }
-        if (lost) {
-            /* A rank gave up (its own timeout) or went away: everyone falls back. */
-            dh__hub_break();
-            break;
-        }
-    }
-    if (dh__hub.ls >= 0)
-        close(dh__hub.ls);
-    dh__hub.ls = -1;
-    free(pf);
-    free(who);
-    return NULL;
-}
-
-/* Rank 0: listens, starts the hub and joins it through a socketpair. */
-static int dh__open_rank0(int port, uint64_t deadline)
-{
-    int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (ls < 0)
-        return -1;
-    int one = 1;
-    setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_ANY)};
-    if (bind(ls, (struct sockaddr *)&a, sizeof a) < 0 || listen(ls, 128) < 0) {
-        DH_WARN(SCHED, "agreement channel: cannot listen on port %d: %s", port, strerror(errno));
-        close(ls);
-        return -1;
-    }
-    int sp[2];
-    size_t n = (size_t)dh__ag.size;
-    dh__hub.fd = malloc(n * sizeof *dh__hub.fd);
-    dh__hub.mask = malloc(n * sizeof *dh__hub.mask);
-    dh__hub.vkey = calloc(n, sizeof *dh__hub.vkey);
-    dh__hub.vval = calloc(n, sizeof *dh__hub.vval);
-    int sw_ok = 1;
-    for (int f = 0; f < 2; f++) {
-        dh__hub.sw[f].last = calloc(n, sizeof *dh__hub.sw[f].last);
-        dh__hub.sw[f].yes = malloc(n * sizeof *dh__hub.sw[f].yes);
-        sw_ok &= dh__hub.sw[f].last && dh__hub.sw[f].yes;
-    }
-    if (!dh__hub.fd || !dh__hub.mask || !dh__hub.vkey || !dh__hub.vval || !sw_ok ||
-        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
-        close(ls);
-        return -1;
-    }
-    for (size_t r = 0; r < n; r++) {
-        dh__hub.fd[r] = -1;
-        dh__hub.mask[r] = UINT64_MAX; /* a rank not connected yet may vote on anything */
-        dh__hub.sw[0].yes[r] = dh__hub.sw[1].yes[r] = UINT64_MAX;
-    }
-    dh__hub.fd[0] = sp[0];
-    dh__hub.mask[0] = dh__ag.mask;
-    dh__hub.n = 1;
-    dh__hub.ls = ls;
-    dh__hub.deadline = deadline;
-    pthread_t t;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &at, dh__hub_main, NULL);
-    pthread_attr_destroy(&at);
-    if (rc != 0) {
-        close(ls);
-        close(sp[0]);
-        close(sp[1]);
-        return -1;
-    }
-    dh__ag.fd = sp[1];
-    return 0;
-}
-
 /* A TCP connection to host:port, retried until deadline (rank 0 may not listen yet); the
  * socket, or -1 (*resolved says whether the host resolved). */
 int dh__agree_connect(const char *host, int port, uint64_t deadline, int *resolved)
@@ -544,25 +201,8 @@ int dh__agree_connect(const char *host, int port, uint64_t deadline, int *resolv
     return fd;
 }
 
-static int dh__open_peer(const char *host, int port, uint64_t deadline)
-{
-    int resolved;
-    int fd = dh__agree_connect(host, port, deadline, &resolved);
-    if (fd < 0)
-        return -1;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    uint64_t me[2] = {(uint64_t)dh__ag.rank, dh__ag.mask};
-    if (dh__agree_send_all(fd, me, sizeof me) < 0) {
-        close(fd);
-        return -1;
-    }
-    dh__ag.fd = fd;
-    return 0;
-}
-
 /* Gives up for good: every later vote is a "no" without waiting. Closing the connection
- * tells the hub at once, which tells every rank. */
+ * tells its node at once, which tells every rank. */
 static void dh__break(const char *why)
 {
     if (!dh__ag.broken)
@@ -587,9 +227,8 @@ static int dh__open(void)
         return -1;
     }
     uint64_t deadline = dh__agree_now_ns() + (uint64_t)dh_config()->agree_timeout_ms * 2000000ull;
-    int rc = dh__ag.rank == 0 ? dh__open_rank0(port, deadline)
-                              : dh__open_peer(host, port, deadline);
-    if (rc < 0) {
+    dh__ag.fd = dh__agree_tree_open(host, port, dh__ag.rank, dh__ag.size, dh__ag.mask, deadline);
+    if (dh__ag.fd < 0) {
         char m[400];
         snprintf(m, sizeof m, "the channel on %s:%d did not open within %lld ms", host, port,
                  (long long)dh_config()->agree_timeout_ms * 2);
@@ -601,11 +240,11 @@ static int dh__open(void)
     return 0;
 }
 
-/* One decision from the hub: notes a no; returns 1 when it decides key (*d set). */
+/* One decision from the node: notes a no; returns 1 when it decides key (*d set). */
 static int dh__take_decision(const uint64_t m[2], uint64_t key, int *d)
 {
     if (m[0] == DH__BROKEN) {
-        dh__break("the hub gave up: a rank did not vote in time or went away");
+        dh__break("the channel gave up: a rank did not vote in time or went away");
         *d = 0;
         return 1;
     }
@@ -622,14 +261,14 @@ static int dh__take_decision(const uint64_t m[2], uint64_t key, int *d)
     if (m[1] == 0 && (!dh__ag.no_key || (m[0] >> 24) > (dh__ag.no_key >> 24) ||
                       ((m[0] >> 24) == (dh__ag.no_key >> 24) && m[0] < dh__ag.no_key)))
         dh__ag.no_key = m[0];
-    if (m[0] == key || (m[1] == 0 && dh__covers(m[0], key))) {
+    if (m[0] == key || (m[1] == 0 && dh__agree_covers(m[0], key))) {
         *d = m[0] == key ? (int)m[1] : 0;
         return 1;
     }
     return 0;
 }
 
-/* Reads what the hub sent so far without waiting (decisions of rounds this rank did not
+/* Reads what the node sent so far without waiting (decisions of rounds this rank did not
  * wait for). */
 static void dh__poll_decisions(void)
 {
@@ -640,7 +279,7 @@ static void dh__poll_decisions(void)
         uint64_t m[2];
         int d;
         if (dh__agree_recv_all(dh__ag.fd, m, sizeof m, dh__agree_now_ns() + 1000000000ull) < 0) {
-            dh__break("the hub closed the channel");
+            dh__break("its node closed the channel");
             return;
         }
         dh__take_decision(m, 0, &d);
@@ -654,12 +293,12 @@ static int dh__round(uint64_t key, int v)
     dh__poll_decisions();
     if (dh__ag.broken)
         return -1;
-    if (dh__covers(dh__ag.no_key, key))
+    if (dh__agree_covers(dh__ag.no_key, key))
         return 0;
     uint64_t m[2] = {key, (uint64_t)v};
     uint64_t deadline = dh__agree_now_ns() + (uint64_t)dh_config()->agree_timeout_ms * 1000000ull;
     if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0) {
-        dh__break("the hub closed the channel");
+        dh__break("its node closed the channel");
         return -1;
     }
     for (;;) {
@@ -697,7 +336,7 @@ int dh_agree_vote(uint64_t key, int yes)
             /* A no decides by itself: nobody waits for it, and it waits for nobody. */
             uint64_t m[2] = {key, 0};
             if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0)
-                dh__break("the hub closed the channel");
+                dh__break("its node closed the channel");
         }
     }
     uint64_t dt = dh__agree_now_ns() - t0;
@@ -729,7 +368,7 @@ void dh_agree_set_mask(uint64_t mask)
     if (dh__ag.opened && !dh__ag.broken && dh__ag.fd >= 0) {
         uint64_t m[2] = {DH__MASK, mask};
         if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0)
-            dh__break("the hub closed the channel");
+            dh__break("its node closed the channel");
     }
 }
 
@@ -749,7 +388,7 @@ static int dh__switch(uint64_t f, uint64_t k, int v)
          * waits for nobody. */
         uint64_t m[2] = {key, (uint64_t)v};
         if (dh__agree_send_all(dh__ag.fd, m, sizeof m) < 0)
-            dh__break("the hub closed the channel");
+            dh__break("its node closed the channel");
         return v == DH__NEVER ? DH__NEVER : 0;
     }
     int d = dh__round(key, 1);

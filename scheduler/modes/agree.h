@@ -3,8 +3,10 @@
  *
  * Before a rank issues work out of program order it asks every rank of the job whether they
  * do the same: one vote per decision, the decision is the AND of the votes. The channel is
- * a TCP star the shim opens itself over the launcher's rendezvous (no MPI, no NCCL): rank
- * 0 listens, the others connect. Rank and size come from Open MPI (OMPI_COMM_WORLD_RANK /
+ * a TCP tree the shim opens itself over the launcher's rendezvous (no MPI, no NCCL): rank
+ * 0 listens, every rank registers there and connects to its parent in the tree (at most 8
+ * children a rank, agree_tree.c), so that a round costs O(log ranks) hops and no rank more
+ * than a few dozen messages (docs/agreement.md has the figures). Rank and size come from Open MPI (OMPI_COMM_WORLD_RANK /
  * SIZE), torchrun (RANK / WORLD_SIZE) or srun (SLURM_PROCID / SLURM_NTASKS); the address from
  * DHELIX_AGREE_ADDR (host:port), else MASTER_ADDR and MASTER_PORT + DHELIX_AGREE_PORT_OFFSET
  * (torchrun), else, when every rank runs on this host, the loopback and a port derived from
@@ -20,14 +22,15 @@
  * pair then is on every rank (plan/orders.c), so it need not vote.
  *
  * Every wait is bounded by DHELIX_AGREE_TIMEOUT_MS: a yes not answered in time is a "no",
- * and the channel is then broken for good: the rank closes its connection, the hub tells
+ * and the channel is then broken for good: the rank closes its connection, the tree tells
  * every rank, and every later vote of every rank answers "no" without waiting. So a peer
  * that stops answering makes everyone fall back to program order, never hang. While every
  * rank answers in time, no decision depends on timing.
  *
  * Thread-safety: dh_agree_vote is called from one thread at a time and never with the
- * scheduler lock held (sched.c); dh_agree_stats may be called from any thread. The hub is
- * a thread of its own in rank 0, started by the first vote.
+ * scheduler lock held (sched.c); dh_agree_stats may be called from any thread. Rank 0 and
+ * every rank with children in the tree run a thread of their own that decides (rank 0) or
+ * relays, started by the first vote.
  */
 #ifndef DH_AGREE_H
 #define DH_AGREE_H
@@ -48,7 +51,7 @@ int dh_agree_needed(void);
 int dh_agree_vote(uint64_t key, int yes);
 
 /* This rank's pairs: bit p set when its plan pairs pair p (pairs from 63 on: bit 63). Sent
- * to the hub when the channel opens, or at once when it is open already (auto mode attaches
+ * to the channel when it opens, or at once when it is open already (auto mode attaches
  * its plan after the switch round; until then its mask is all pairs, so that no round is
  * decided without it). */
 void dh_agree_set_mask(uint64_t mask);
@@ -62,7 +65,7 @@ typedef struct dh_agree_stats {
 void dh_agree_stats(dh_agree_stats_t *out);
 
 /* Opens the channel now (bounded by twice the timeout) if it is not open: a rank whose plan
- * has no pair to vote on still tells the hub so (its mask), or its peers would wait for its
+ * has no pair to vote on still tells the channel so (its mask), or its peers would wait for its
  * votes. Same thread rules as dh_agree_vote. */
 void dh_agree_open(void);
 

@@ -1,6 +1,7 @@
 /*
- * agree_int.h: what the agreement channel (agree.c) shares with its byte exchange
- * (agree_x.c, dh_agree_exchange). Nothing here leaves the scheduler.
+ * agree_int.h: what the agreement channel's voters (agree.c) share with its tree of relays
+ * (agree_tree.c) and its byte exchange (agree_x.c, dh_agree_exchange). Nothing here leaves
+ * the scheduler.
  *
  * Thread-safety: every function here may be called from any thread; none keeps state.
  */
@@ -9,6 +10,35 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+/* Messages between a voter and its node are two 64-bit words (key, value). A voter sends
+ * (key, 1 or 2) for a yes ("pair" or "drain"), (key, 0) for "no from key on", (DH__MASK,
+ * mask) when its pair bits change; it gets (key, decision) for every decided round and
+ * (DH__BROKEN, 0) when the channel gave up. Switch rounds: key DH__SW | k, k the iteration
+ * boundary (dh_agree_switch), DH__SW | DH__BACK | k for the switch back; votes 0 (not
+ * ready), 1 (ready), DH__NEVER (no round of the family will be decided yes; a decision
+ * DH__NEVER says so). Pair keys: iteration << 24 | pair << 8 | sub (agree.h). */
+#define DH__BROKEN UINT64_MAX
+#define DH__SW (1ull << 62)
+#define DH__MASK (1ull << 61)
+#define DH__BACK (1ull << 60)
+#define DH__NEVER 2
+#define DH__PENDING 64 /* undecided rounds a node tracks at once */
+
+/* Whether a no from no_key decides key too: the same iteration, at or after it. */
+static inline int dh__agree_covers(uint64_t no_key, uint64_t key)
+{
+    return no_key && (no_key >> 24) == (key >> 24) && key >= no_key;
+}
+
+/* Opens this rank's end of the channel's tree (agree_tree.c), bounded by deadline (ns): rank
+ * 0 starts the root's thread, a rank with children a relay thread of its own, both reached
+ * by the voter through a socketpair; a leaf connects to its parent itself. host:port is
+ * where rank 0 listens; mask the rank's pair bits. Returns the voter's descriptor, or -1
+ * (the channel cannot open: the caller breaks it). Called once per process, by the voting
+ * thread. */
+int dh__agree_tree_open(const char *host, int port, int rank, int size, uint64_t mask,
+                        uint64_t deadline);
 
 /* The job's size as the launcher says (1 without one). */
 int dh__agree_size(void);

@@ -17,8 +17,10 @@
     X(DRAIN_STREAM_SYNC, "drain_stream_sync", "cudaStreamSynchronize does not drain")     \
     X(DRAIN_EVENT_QUERY, "drain_event_query", "a query of a queued record answers done")  \
     X(DRAIN_MEMCPY, "drain_memcpy", "a blocking cudaMemcpy does not drain")                \
+    X(DRAIN_GENERATED, "drain_generated", "the generated wrappers (wrap_gen.h) do not drain") \
     X(FREE_ORDER, "free_order", "a stream-ordered free is issued at once, ahead of the queued uses") \
-    X(POOL_BARRIER, "pool_barrier", "the other strand reuses a parked block with no barrier after its free")
+    X(POOL_BARRIER, "pool_barrier", "the other strand reuses a parked block with no barrier after its free") \
+    X(NCCL_ORDER, "nccl_order", "NCCL ops of different streams are not chained: the dispatcher may issue them across communicators out of program order")
 
 typedef enum dh_break_id {
 #define DH__BREAK_ENUM(id, name, what) DH_BREAK_##id,

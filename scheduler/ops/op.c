@@ -46,6 +46,7 @@ static const dh_op_kind_ops_t *_Atomic dh__kinds[DH_OP_KIND_COUNT] = {
     [DH_OP_EVENT_RECORD] = &dh__kind_event_record,
     [DH_OP_EVENT_WAIT] = &dh__kind_event_wait,
     [DH_OP_FREE_ASYNC] = &dh__kind_free_async,
+    [DH_OP_GRAPH_LAUNCH] = &dh__kind_graph,
 };
 
 dh_status_t dh_op_kind_register(dh_op_kind_t k, const dh_op_kind_ops_t *ops)

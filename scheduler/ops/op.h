@@ -56,7 +56,8 @@
     X(NCCL_GROUP)      \
     X(EVENT_RECORD)    \
     X(EVENT_WAIT)      \
-    X(FREE_ASYNC)
+    X(FREE_ASYNC)      \
+    X(GRAPH_LAUNCH)
 
 typedef enum dh_op_kind {
 #define DH__OP_KIND_ENUM(id) DH_OP_##id,
@@ -176,6 +177,12 @@ dh_status_t dh_op_capture_event_record(dh_op_t **out, cudaEvent_t e, cudaStream_
 dh_status_t dh_op_capture_event_wait(dh_op_t **out, cudaStream_t s, cudaEvent_t e,
                                      unsigned flags);
 dh_status_t dh_op_capture_free_async(dh_op_t **out, void *p, cudaStream_t s);
+/* A launch of an executable CUDA graph (cudaGraphLaunch, or cuGraphLaunch when driver is
+ * set) on s (op_graph.c). What a graph touches is not known: the op orders like a barrier
+ * of everything (no footprint), and is never paired with the other strand. The first
+ * launch of each executable graph is forwarded (only the library can judge the handle);
+ * later ones are deferred. */
+dh_status_t dh_op_capture_graph_launch(dh_op_t **out, void *exec, cudaStream_t s, int driver);
 /* FREE_ASYNC: the pointer it frees (NULL for any other kind). */
 void *dh_op_free_ptr(const dh_op_t *op);
 

@@ -72,5 +72,6 @@ extern const dh_op_kind_ops_t dh__kind_kernel, dh__kind_cu_kernel;   /* op_kerne
 extern const dh_op_kind_ops_t dh__kind_memcpy;                       /* op_copy.c */
 extern const dh_op_kind_ops_t dh__kind_gemm;                         /* op_blas.c */
 extern const dh_op_kind_ops_t dh__kind_lt;                           /* op_lt.c */
+extern const dh_op_kind_ops_t dh__kind_graph;                        /* op_graph.c */
 
 #endif

@@ -95,10 +95,12 @@
     X(CUDART, cudaError_t, cudaSetDevice, (int device))                                     \
     X(CUDART, cudaError_t, cudaGetLastError, (void))                                        \
     X(CUDART, cudaError_t, cudaPeekAtLastError, (void))                                     \
-    X(CUDART, const char *, cudaGetErrorName, (cudaError_t error))
+    X(CUDART, const char *, cudaGetErrorName, (cudaError_t error))                          \
+    X(CUDART, cudaError_t, cudaGraphLaunch, (cudaGraphExec_t graphExec, cudaStream_t stream))
 
 #define DH_REAL_DRIVER(X)                                                                   \
     X(DRIVER, CUresult, cuEventDestroy_v2, (CUevent hEvent))                                \
+    X(DRIVER, CUresult, cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream))          \
     X(DRIVER, CUresult, cuLaunchKernel,                                                     \
       (CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,   \
        unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,              \

@@ -26,7 +26,8 @@ FONT = 'font-family="sans-serif"'
 
 def _events(path):
     d = json.load(open(path))
-    return [e for e in d["traceEvents"] if e.get("ph") == "X"]
+    # Device work only: NVTX ranges (cat "nvtx", on host lanes) are the shim's own marks.
+    return [e for e in d["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "nvtx"]
 
 
 def _kind(e):

@@ -76,5 +76,6 @@ void np_exact(int argc, char **argv);
 void np_pin(int argc, char **argv);
 void np_groups(int argc, char **argv);
 void np_errors(int argc, char **argv);
+void np_order(int argc, char **argv);
 
 #endif

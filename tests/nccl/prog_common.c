@@ -184,7 +184,7 @@ int main(int argc, char **argv)
         const char *name;
         void (*fn)(int, char **);
     } scen[] = {{"exact", np_exact}, {"pin", np_pin}, {"groups", np_groups},
-                {"errors", np_errors}};
+                {"errors", np_errors}, {"order", np_order}};
     int done = 0;
     for (size_t i = 0; argc > 1 && i < sizeof scen / sizeof scen[0]; i++)
         if (strcmp(argv[1], scen[i].name) == 0) {
@@ -192,6 +192,6 @@ int main(int argc, char **argv)
             done = 1;
         }
     if (!done)
-        NP_CHECK(0, "usage: nccl_prog exact|pin|groups|errors [args]");
+        NP_CHECK(0, "usage: nccl_prog exact|pin|groups|errors|order [args]");
     return np_finish();
 }

@@ -59,6 +59,8 @@ static struct {
     int arg_i;
     float *arg_p;
     void *args[2];
+    cudaGraphExec_t exec;    /* one captured kernel (setup) */
+    cudaError_t (*graph)(cudaGraphExec_t, cudaStream_t);
 } B;
 
 static void noop_stub(void) { abort(); }
@@ -133,12 +135,26 @@ static void setup(void)
     CK(cudaMemset(B.b, 0, 64 * sizeof(float)));
     B.args[0] = &B.arg_i;
     B.args[1] = &B.arg_p;
+    /* A graph of one kernel, captured on a stream of its own: replays are what PyTorch's
+     * CUDAGraph.replay() issues. */
+    static const dim3 g = {1, 1, 1};
+    cudaStream_t cs;
+    cudaGraph_t graph;
+    *(void **)&B.graph = direct("libcudart.so.13", "cudaGraphLaunch");
+    CK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    CK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+    CK(cudaLaunchKernel((const void *)noop_stub, g, g, B.args, 0, cs));
+    CK(cudaStreamEndCapture(cs, &graph));
+    CK(cudaGraphInstantiate(&B.exec, graph, 0));
+    CK(cudaGraphDestroy(graph));
+    CK(cudaStreamDestroy(cs));
 }
 
 /* The measured calls; via_shim selects the interposed reference or the vgpu's own. */
-typedef enum call { C_LAUNCH, C_RECORD, C_QUERY, C_SGEMM, C_COUNT } call_t;
+typedef enum call { C_LAUNCH, C_RECORD, C_QUERY, C_SGEMM, C_GRAPH, C_COUNT } call_t;
 static const char *const call_names[C_COUNT] = {"cudaLaunchKernel", "cudaEventRecord",
-                                                "cudaEventQuery", "cublasSgemm_v2"};
+                                                "cudaEventQuery", "cublasSgemm_v2",
+                                                "cudaGraphLaunch"};
 
 static void one_call(call_t c, int via_shim)
 {
@@ -160,6 +176,9 @@ static void one_call(call_t c, int via_shim)
                                   &zero, B.c, 8)
                     : B.sgemm(B.h, CUBLAS_OP_N, CUBLAS_OP_N, 8, 8, 8, &one, B.a, 8, B.b, 8,
                               &zero, B.c, 8));
+        break;
+    case C_GRAPH:
+        CK(via_shim ? cudaGraphLaunch(B.exec, B.s) : B.graph(B.exec, B.s));
         break;
     default:
         break;
@@ -335,6 +354,7 @@ int main(int argc, char **argv)
                queued ? "" : "; in passthrough this is the wrapper's cost, not a dispatcher's");
     dh_strbuf_free(&out);
     dh_table_free(t);
+    CK(cudaGraphExecDestroy(B.exec));
     CK(cublasDestroy(B.h));
     CK(cudaFree(B.a));
     CK(cudaFree(B.b));

@@ -152,6 +152,16 @@ static void calls_runtime(void)
     (void)cudaGetDriverEntryPoint("cuStreamQuery", &entry, cudaEnableDefault, NULL);
     (void)cudaGetDriverEntryPointByVersion("cuStreamQuery", &entry, 13000, cudaEnableDefault,
                                            NULL);
+    /* The other doors into graph capture: all fail on the legacy stream. */
+    (void)cudaStreamBeginCapture_ptsz(s, cudaStreamCaptureModeGlobal);
+    (void)cudaStreamBeginCaptureToGraph(s, NULL, NULL, NULL, 0, cudaStreamCaptureModeGlobal);
+    (void)cudaStreamBeginCaptureToGraph_ptsz(s, NULL, NULL, NULL, 0,
+                                             cudaStreamCaptureModeGlobal);
+    (void)cudaStreamEndCapture_ptsz(s, &graph);
+    (void)cudaGetDriverEntryPoint_ptsz("cuStreamQuery", &entry, cudaEnableDefault, NULL);
+    (void)cudaGetDriverEntryPointByVersion_ptsz("cuStreamQuery", &entry, 13000,
+                                                cudaEnableDefault, NULL);
+    (void)cudaGraphLaunch(NULL, s);
     (void)cudaDeviceReset();
 }
 
@@ -295,6 +305,16 @@ static void calls_driver(void)
     CALL_BY_NAME(cuDevicePrimaryCtxRelease_v2, 0);
     CALL_BY_NAME(cuStreamDestroy_v2, NULL);
     CALL_BY_NAME(cuEventDestroy_v2, NULL);
+    CUgraph graph = NULL;
+    CALL_BY_NAME(cuStreamBeginCapture_v2, NULL, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CALL_BY_NAME(cuStreamBeginCapture_v2_ptsz, NULL, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CALL_BY_NAME(cuStreamBeginCaptureToGraph, NULL, NULL, NULL, NULL, 0,
+                 CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CALL_BY_NAME(cuStreamBeginCaptureToGraph_ptsz, NULL, NULL, NULL, NULL, 0,
+                 CU_STREAM_CAPTURE_MODE_GLOBAL);
+    CALL_BY_NAME(cuStreamEndCapture, NULL, &graph);
+    CALL_BY_NAME(cuStreamEndCapture_ptsz, NULL, &graph);
+    CALL_BY_NAME(cuGraphLaunch, NULL, NULL);
 }
 
 /* A NULL communicator: NCCL answers ncclInvalidArgument and does nothing. Every entry point

@@ -96,6 +96,7 @@ static struct {
     float *marks_seen, *loss_seen, *drv_seen, *snap, *snap_drv, *losses_copy;
     float *blas_out;                          /* iters x COV_BLAS_OUT (coverage_blas.c) */
     float *sync_out;                          /* iters x COV_SYNC_OUT (coverage_sync.c) */
+    float *entry_out;                         /* iters x COV_ENTRY_OUT (coverage_entry.c) */
     int *hf_log;
     int hf_count;                             /* written by host functions, in stream order */
     /* backward thread */
@@ -570,6 +571,8 @@ static void iteration(int it, float *lr)
                    G.blas_out + (size_t)it * COV_BLAS_OUT);
     cov_sync_extra(G.s0, G.s_comm, G.w1, G.sync_out + (size_t)it * COV_SYNC_OUT);
     cov_sync_driver_paths(G.s0, G.w2, G.sync_out + (size_t)it * COV_SYNC_OUT + 129);
+    cov_entry_extra(G.h_main, G.s0, G.ws_main, BLAS_WS_BYTES, G.w1,
+                    G.entry_out + (size_t)it * COV_ENTRY_OUT);
     snapshot(it);
     cudaError_t q = cudaStreamQuery(G.s_comm);
     if (q != cudaSuccess && q != cudaErrorNotReady)
@@ -653,6 +656,7 @@ static void setup(void)
     G.hf_log = cov_host_alloc((size_t)G.nk * sizeof(int));
     G.blas_out = cov_host_alloc((size_t)G.iters * COV_BLAS_OUT * sizeof(float));
     G.sync_out = cov_host_alloc((size_t)G.iters * COV_SYNC_OUT * sizeof(float));
+    G.entry_out = cov_host_alloc((size_t)G.iters * COV_ENTRY_OUT * sizeof(float));
     CK_BLAS(cublasLtCreate(&G.lt));
     CK_BLAS(cublasCreate(&G.h_main));
     if (G.nccl)
@@ -725,6 +729,8 @@ static void write_output(const char *path)
     cov_emit(f, "cublas_forwarded", G.blas_out, (size_t)G.iters * COV_BLAS_OUT * sizeof(float));
     cov_emit(f, "runtime_driver_forwarded", G.sync_out,
              (size_t)G.iters * COV_SYNC_OUT * sizeof(float));
+    cov_emit(f, "generated_drain_forwarded", G.entry_out,
+             (size_t)G.iters * COV_ENTRY_OUT * sizeof(float));
     cov_emit(f, "host_func_order", G.hf_log, (size_t)G.nk * sizeof(int));
     cov_emit(f, "host_func_count", &G.hf_count, sizeof(int));
     cov_emit(f, "watchdog_violations", &G.wd_violations, sizeof(int));

@@ -155,6 +155,14 @@ void cov_sync_driver_paths(cudaStream_t s0, const float *src, float *out);
 void cov_blas_extra(cublasHandle_t h, cudaStream_t s, void *ws, size_t ws_size,
                     const float *w, float *out);
 
+/* coverage_entry.c: entry points the shim drains for through its generated wrappers
+ * (gemv, dot, stream memory operations, 3D and symbol copies, a batched GEMM with arrays
+ * copied just before), each on data work queued just before wrote, on stream s; w: the
+ * weights the optimizer step just wrote; COV_ENTRY_OUT floats into out. */
+#define COV_ENTRY_OUT 128
+void cov_entry_extra(cublasHandle_t h, cudaStream_t s, void *ws, size_t ws_size,
+                     const float *w, float *out);
+
 /* A NaN no computation produces: what host buffers hold until a copy fills them. */
 #define COV_SENTINEL 0x7fc0deadu
 uint32_t cov_bits(float f);

@@ -13,6 +13,7 @@
  *   late    a rank that never comes to the switch-back round: the others answer no within
  *           about DHELIX_AGREE_TIMEOUT_MS, and the channel is broken after (-1);
  *   alone   one rank: ready 1 switches, never answers -1, a switch back is its own yes.
+ * never, back and late run again with 20 ranks, whose channel has relays (agree_tree.c).
  *
  * Each rank checks what it got and exits 1 on a mismatch (both values printed).
  */
@@ -118,10 +119,11 @@ static int job(const char *name, int n, int timeout_ms, void (*fn)(void))
 {
     static int port_step;
     int port = 20000 + (int)(getpid() % 20000) + 2 * port_step++;
-    pid_t pid[8];
+    pid_t pid[32];
     int done[2], release[2];
     if (pipe(done) != 0 || pipe(release) != 0)
         return 1;
+    fflush(stdout); /* or every rank prints what the parent printed so far again */
     for (int r = 0; r < n; r++) {
         if ((pid[r] = fork()) == 0) {
             close(done[0]);
@@ -178,5 +180,12 @@ int main(void)
     bad |= job("back", 3, 3000, scenario_back);
     bad |= job("late", 2, 300, scenario_late);
     bad |= job("alone", 1, 3000, scenario_alone);
+    /* 20 ranks: rank 0 decides, ranks 1 and 2 relay for ranks 9..19 (agree_tree.c), so
+     * that the rules hold across relays: a never from a relay, a switch back decided at the
+     * root for leaves two levels down, a timeout that breaks the tree for everyone. */
+    bad |= job("never_tree", 20, 3000, scenario_never);
+    bad |= job("never_unready_tree", 20, 3000, scenario_never_unready);
+    bad |= job("back_tree", 20, 3000, scenario_back);
+    bad |= job("late_tree", 20, 300, scenario_late);
     return bad;
 }

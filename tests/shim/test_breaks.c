@@ -17,8 +17,8 @@
  *     DHELIX_TEST_BREAK value (checked with a made-up name), and no run with a listed name
  *     may produce such a warning;
  *   - the shim's own list (scheduler/ops/breaks.h, DH_BREAK_LIST) must equal this one plus
- *     the breaks another test makes fail (OTHER_BREAKS: rules of plan mode, which the
- *     coverage program does not run).
+ *     the breaks another test makes fail (OTHER_BREAKS: rules of plan mode, or of several
+ *     ranks, which the coverage program does not run).
  */
 #define _GNU_SOURCE
 #include <stdarg.h>
@@ -45,10 +45,13 @@
     X(drain_stream_sync, "drain before cudaStreamSynchronize")                              \
     X(drain_event_query, "not-ready answer for an event whose record is queued")            \
     X(drain_memcpy, "drain before a blocking copy (cudaMemcpy, D2H to pageable)")           \
+    X(drain_generated, "drain before a call without a deferred kind (generated wrappers)")   \
     X(free_order, "issuing a free only after every queued use of the memory")
 
 /* X(name, the test whose runs it must make fail) */
-#define OTHER_BREAKS(X) X(pool_barrier, "si.share_mem (plan mode: cross-strand reuse)")
+#define OTHER_BREAKS(X)                                                                     \
+    X(pool_barrier, "si.share_mem (plan mode: cross-strand reuse)")                         \
+    X(nccl_order, "nccl.order (two ranks: the vgpu reports the deadlock)")
 
 static const char *const other_breaks[] = {
 #define OTHER_BRK(n, t) #n,

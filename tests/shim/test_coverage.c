@@ -183,10 +183,20 @@ static void test_passthrough_is_exact(void **state)
 static const char *exempt(const char *api)
 {
     static const char *const list[][2] = {
-        {"cudaStreamBeginCapture", "the vgpu does not model CUDA graphs (it answers "
-                                   "cudaErrorNotSupported)"},
-        {"cudaStreamEndCapture", "the vgpu does not model CUDA graphs"},
         {"ncclCommRevoke", "the vgpu does not support it (it answers ncclInvalidUsage)"},
+        /* The other doors into graph capture (the vgpu models capture through
+         * cudaStreamBeginCapture and cuStreamBeginCapture_v2 only) and the per-thread
+         * entry-point queries: shim.preload calls each against the real runtime. */
+        {"cudaStreamBeginCapture_ptsz", "the vgpu models one door into capture per API"},
+        {"cudaStreamBeginCaptureToGraph", "the vgpu models one door into capture per API"},
+        {"cudaStreamBeginCaptureToGraph_ptsz", "the vgpu models one door into capture per API"},
+        {"cudaStreamEndCapture_ptsz", "the vgpu models one door into capture per API"},
+        {"cuStreamBeginCapture_v2_ptsz", "the vgpu models one door into capture per API"},
+        {"cuStreamBeginCaptureToGraph", "the vgpu models one door into capture per API"},
+        {"cuStreamBeginCaptureToGraph_ptsz", "the vgpu models one door into capture per API"},
+        {"cuStreamEndCapture_ptsz", "the vgpu models one door into capture per API"},
+        {"cudaGetDriverEntryPoint_ptsz", "the vgpu does not export the per-thread form"},
+        {"cudaGetDriverEntryPointByVersion_ptsz", "the vgpu does not export the per-thread form"},
     };
     for (size_t i = 0; api && i < sizeof(list) / sizeof(list[0]); i++)
         if (strcmp(api, list[i][0]) == 0)

@@ -23,7 +23,7 @@
 
 static const char *const hook_names[] = {
 #define HOOK_NAME(lib, ret, name, params, args) #name,
-    DH_HOOKS_ALL(HOOK_NAME)
+    DH_HOOKS_HAND(HOOK_NAME)
 #undef HOOK_NAME
 };
 #define NHOOKS (sizeof(hook_names) / sizeof(hook_names[0]))

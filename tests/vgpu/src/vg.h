@@ -151,6 +151,26 @@ typedef struct vg_rdv_ops {
     int (*poll)(vg_op_t *op, double *t_start);
 } vg_rdv_ops_t;
 
+/* A rendezvous op waiting at the head of a hardware queue for its peers (posted, not yet
+ * matched), which holds every op behind it: what a deadlock detector needs (nccl). behind:
+ * the first rendezvous ops queued after it on that queue, in order. */
+#define VG_HEAD_BEHIND 8
+typedef struct vg_rdv_head {
+    vg_op_t *op;
+    int dev, queue;
+    int nbehind;
+    vg_op_t *behind[VG_HEAD_BEHIND];
+} vg_rdv_head_t;
+/* Device lock held (a rendezvous callback holds it). Fills heads[0..max) with the waiting
+ * rendezvous heads of every device, in (device, queue) order, and returns how many there
+ * are (at most max). *every_queue: 1 when each hardware queue of every device that holds
+ * one of them has such a head (a rendezvous op issued later on those devices can only
+ * queue behind one). */
+VG_API int vg_rdv_heads(vg_rdv_head_t *heads, int max, int *every_queue);
+/* Device lock held. Ops issued plus ops completed by this process so far: unchanged while
+ * nothing of its device work moves. */
+VG_API uint64_t vg_progress_count(void);
+
 #define VG_OP_INLINE_RANGES 6
 
 struct vg_op {
@@ -164,6 +184,10 @@ struct vg_op {
     uint64_t bytes;           /* bytes moved, for counters (copies, communication) */
     vg_op_fn exec;            /* functional effect at start; skipped in timing-only mode
                                  unless exec_always */
+    vg_op_fn resolve;         /* at start, before the hazard and memory checks: declares
+                                 the ranges only known when the op runs (the matrices a
+                                 batched GEMM's device pointer arrays hold then); may be
+                                 NULL; skipped in timing-only mode */
     int exec_always;
     int skip_mem_check;       /* ranges need not be live at start (a free's own block) */
     vg_op_fn release;         /* frees payload when the op is destroyed (may be NULL) */
@@ -194,6 +218,9 @@ VG_API vg_op_t *vg_op_new(const char *api, vg_class_t cls);
 VG_API void vg_op_add_range(vg_op_t *op, const void *p, size_t len, int write);
 /* Allocates a zeroed payload of n bytes owned by the op (freed with it). */
 VG_API void *vg_op_payload(vg_op_t *op, size_t n);
+/* From an op's exec (device lock held): the op failed on the device, which takes the sticky
+ * error err as after a kernel fault (every later synchronising call reports it). */
+VG_API void vg_op_fail(vg_op_t *op, cudaError_t err);
 /* Frees an op that was never submitted. */
 VG_API void vg_op_discard(vg_op_t *op);
 
@@ -205,6 +232,20 @@ VG_API void vg_op_discard(vg_op_t *op);
 VG_API cudaError_t vg_submit(cudaStream_t s, vg_op_t *op);
 /* Same, without the range check (for ranges the creator validated or host memory). */
 VG_API cudaError_t vg_submit_unchecked(cudaStream_t s, vg_op_t *op);
+
+/* ---- graphs by stream capture (graph.c; runtime semantics, the driver maps onto them) */
+/* Starts capturing s (not the legacy stream: cudaErrorStreamCaptureUnsupported). */
+VG_API cudaError_t vg_capture_begin(cudaStream_t s);
+/* Ends the capture of s: *graph is the captured graph (cudaErrorIllegalState if none). */
+VG_API cudaError_t vg_capture_end(cudaStream_t s, void **graph);
+/* 1 while s captures, 0 otherwise, -1 for a bad stream. */
+VG_API int vg_capture_active(cudaStream_t s);
+/* An executable graph of graph (a reference to it). */
+VG_API cudaError_t vg_graph_instantiate(void **exec, void *graph);
+/* Enqueues one op on s that runs the graph's nodes in capture order. */
+VG_API cudaError_t vg_graph_launch(void *exec, cudaStream_t s);
+/* Destroys a graph or an executable graph (its nodes go with the last reference). */
+VG_API cudaError_t vg_graph_release(void *graph);
 
 /* ---- streams and events (runtime semantics; the driver API maps onto them) ---- */
 VG_API cudaError_t vg_stream_create(cudaStream_t *s, unsigned flags, int priority);
@@ -264,6 +305,18 @@ VG_API double vg_cost_copy(const vgpu_profile_t *p, double bytes, int kind);
 /* libnccl installs how a unique id is marked for representative mode; vgpu_nccl_represent
  * (vgpu.h, in the core so programs need only libvgpu) calls it. */
 VG_API void vg_nccl_set_represent_hook(int (*fn)(void *id, int base, int stride));
+
+/* ---- NVTX (src/nvtx/inject.c hands the program's NVTX calls to these) ---- */
+/* Each does nothing without VGPU_TRACE; thread-safe. The names and ranges appear in the
+ * trace (core/nvtx_trace.c): a named stream's lane carries its name, ranges and marks
+ * go on a lane per host thread at the host's virtual time. */
+VG_API void vg_trace_name_stream(cudaStream_t s, const char *name);
+VG_API void vg_trace_name_thread(const char *name); /* the calling thread */
+typedef enum { VG_NVTX_PUSH, VG_NVTX_POP, VG_NVTX_MARK } vg_nvtx_kind_t;
+/* A push, pop or mark of the calling thread (domain "" for NVTX's default domain).
+ * Returns the nesting depth before the call (push, mark) or after it (pop), NVTX's own
+ * return values; -1 when not tracing or on a pop with nothing pushed. */
+VG_API int vg_trace_nvtx(vg_nvtx_kind_t kind, const char *domain, const char *msg);
 
 /* ---- kernels (registry behind vgpu_register_kernel) ---- */
 typedef struct vg_kernel {

@@ -15,6 +15,14 @@ dh_add_test(NAME vgpu.nccl.errors
   COMMAND ${MPIEXEC_EXECUTABLE} -n 2 --oversubscribe --allow-run-as-root $<TARGET_FILE:vgpu_test_nccl_errors>
   ENV VGPU_COMM_TIMEOUT=2 LABELS vgpu VGPU TIMEOUT 60)
 
+# A cycle of waits across communicators on one hardware queue is reported as a deadlock within
+# seconds (src/nccl/nccl_deadlock.c), long before VGPU_COMM_TIMEOUT; no cycle, no report.
+vgpu_test_exe(vgpu_test_nccl_deadlock test_nccl_deadlock.c nccl_common.c)
+add_dependencies(vgpu_test_nccl_deadlock vgpu_all)
+dh_add_test(NAME vgpu.nccl.deadlock
+  COMMAND ${MPIEXEC_EXECUTABLE} -n 2 --oversubscribe --allow-run-as-root $<TARGET_FILE:vgpu_test_nccl_deadlock>
+  ENV VGPU_COMM_TIMEOUT=60 CUDA_DEVICE_MAX_CONNECTIONS=1 LABELS vgpu VGPU TIMEOUT 90)
+
 vgpu_test_exe(vgpu_test_nccl_timing test_nccl_timing.c nccl_common.c rt_common.c)
 add_dependencies(vgpu_test_nccl_timing vgpu_all)
 dh_add_test(NAME vgpu.nccl.timing

@@ -8,7 +8,7 @@ target_link_libraries(vgpu_rt_common PRIVATE dh::cuda_headers PkgConfig::CMOCKA)
 
 # name -> extra labels
 set(_vgpu_rt_tests device memory streams events kernels driver cost queues hazard determinism
-    threads)
+    threads entry_ops)
 foreach(t ${_vgpu_rt_tests})
   vgpu_test_exe(vgpu_rt_${t} ${CMAKE_CURRENT_SOURCE_DIR}/test_${t}.c $<TARGET_OBJECTS:vgpu_rt_common>)
   # Exported symbols let the device name an unregistered kernel's host stub (dladdr).

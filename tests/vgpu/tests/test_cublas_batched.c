@@ -3,7 +3,8 @@
  * (cublasSgemmBatched, cublasDgemmBatched, cublasGemmBatchedEx) through the real cuBLAS
  * API. The pointer arrays live in device memory, as cuBLAS requires; the entries point
  * anywhere (not a fixed stride, some shared), the arrays are read when the GEMM runs (a
- * stream-ordered rewrite of the array before the GEMM is honoured), and a host array, a
+ * stream-ordered rewrite of the array before the GEMM is honoured, and so is an array an
+ * asynchronous copy fills just before the call), and a host array, a
  * negative batch count or an empty batch get cuBLAS's statuses.
  */
 #include <math.h>
@@ -153,6 +154,44 @@ static void test_gemm_batched_ex(void **state)
     GT_BLAS_OK(cublasDestroy(h));
 }
 
+/* NVIDIA's gemmBatched sample: the pointer arrays are filled by an asynchronous copy on
+ * the GEMM's stream just before the call, so at the call they still hold zeros. The GEMM
+ * reads them when it runs, as the device does, and computes every entry. */
+static void test_arrays_filled_just_before(void **state)
+{
+    (void)state;
+    gt_seed(45);
+    cublasHandle_t h;
+    GT_BLAS_OK(cublasCreate(&h));
+    cudaStream_t s;
+    GT_RT_OK(cudaStreamCreate(&s));
+    GT_BLAS_OK(cublasSetStream(h, s));
+    gt_gemm_t shape = {.m = 12, .n = 10, .k = 9, .ab_type = CUDA_R_64F, .c_type = CUDA_R_64F,
+                       .alpha = 1.0, .beta = 0.0};
+    problem_set_t ps;
+    set_up(&ps, &shape);
+    void *ha[NB], *hb[NB], *hc[NB];
+    GT_RT_OK(cudaMemcpy(ha, ps.a_arr, sizeof ha, cudaMemcpyDeviceToHost));
+    GT_RT_OK(cudaMemcpy(hb, ps.b_arr, sizeof hb, cudaMemcpyDeviceToHost));
+    GT_RT_OK(cudaMemcpy(hc, ps.c_arr, sizeof hc, cudaMemcpyDeviceToHost));
+    GT_RT_OK(cudaMemset(ps.a_arr, 0, sizeof ha));
+    GT_RT_OK(cudaMemset(ps.b_arr, 0, sizeof hb));
+    GT_RT_OK(cudaMemset(ps.c_arr, 0, sizeof hc));
+    /* Pageable sources are staged at the call; the copies run on s before the GEMM. */
+    GT_RT_OK(cudaMemcpyAsync(ps.a_arr, ha, sizeof ha, cudaMemcpyHostToDevice, s));
+    GT_RT_OK(cudaMemcpyAsync(ps.b_arr, hb, sizeof hb, cudaMemcpyHostToDevice, s));
+    GT_RT_OK(cudaMemcpyAsync(ps.c_arr, hc, sizeof hc, cudaMemcpyHostToDevice, s));
+    double alpha = 1.0, beta = 0.0;
+    GT_BLAS_OK(cublasDgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 12, 10, 9, &alpha,
+                                  (const double *const *)ps.a_arr, (int)ps.g[0].lda,
+                                  (const double *const *)ps.b_arr, (int)ps.g[0].ldb, &beta,
+                                  (double *const *)ps.c_arr, (int)ps.g[0].ldc, NB));
+    GT_RT_OK(cudaStreamSynchronize(s));
+    check_and_free(&ps, "DgemmBatched, arrays copied just before");
+    GT_BLAS_OK(cublasDestroy(h));
+    GT_RT_OK(cudaStreamDestroy(s));
+}
+
 /* The GEMM reads its pointer arrays when it runs: with the stream held busy, the array of C
  * pointers is rewritten in stream order after the call was made with the old one; only the
  * new targets change. */
@@ -271,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_dgemm_batched),
         cmocka_unit_test(test_gemm_batched_ex),
         cmocka_unit_test(test_arrays_read_at_execution),
+        cmocka_unit_test(test_arrays_filled_just_before),
         cmocka_unit_test(test_batched_statuses),
         cmocka_unit_test(vgt_test_no_hazards),
     };

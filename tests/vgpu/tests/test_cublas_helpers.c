@@ -194,6 +194,83 @@ static void test_argument_checks(void **state)
     (void)cudaGetLastError();
 }
 
+/* cuBLAS levels 1 and 2 (blas_level12.c): gemv in both transposes, with a stride and
+ * beta, and dot with a host and a device result, against sums done here in the same order. */
+static void test_gemv_and_dot(void **state)
+{
+    (void)state;
+    enum { M = 5, N = 3, LDA = 7 };
+    float ha[LDA * N], hx[M], hy[M], want[M];
+    for (int i = 0; i < LDA * N; i++)
+        ha[i] = (float)(i % 11) * 0.25f - 1.0f;
+    for (int i = 0; i < M; i++) {
+        hx[i] = (float)i + 0.5f;
+        hy[i] = 1.0f - (float)i;
+    }
+    float *a, *x, *y, *r;
+    VGT_OK(cudaMalloc((void **)&a, sizeof ha));
+    VGT_OK(cudaMalloc((void **)&x, sizeof hx));
+    VGT_OK(cudaMalloc((void **)&y, sizeof hy));
+    VGT_OK(cudaMalloc((void **)&r, sizeof(float)));
+    VGT_OK(cudaMemcpy(a, ha, sizeof ha, cudaMemcpyHostToDevice));
+    VGT_OK(cudaMemcpy(x, hx, sizeof hx, cudaMemcpyHostToDevice));
+    VGT_OK(cudaMemcpy(y, hy, sizeof hy, cudaMemcpyHostToDevice));
+    cublasHandle_t h;
+    GT_BLAS_OK(cublasCreate(&h));
+    float alpha = 2.0f, beta = 0.5f;
+    /* y[0..M) = alpha * A * x[0..N) + beta * y */
+    GT_BLAS_OK(cublasSgemv_v2(h, CUBLAS_OP_N, M, N, &alpha, a, LDA, x, 1, &beta, y, 1));
+    for (int i = 0; i < M; i++) {
+        float s = 0;
+        for (int j = 0; j < N; j++)
+            s += ha[j * LDA + i] * hx[j];
+        want[i] = alpha * s + beta * hy[i];
+    }
+    float got[M];
+    VGT_OK(cudaMemcpy(got, y, sizeof got, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < M; i++)
+        if (got[i] != want[i])
+            fail_msg("Sgemv N: y[%d] = %.9g, expected %.9g", i, (double)got[i], (double)want[i]);
+    /* x[0..N) strided by 2 over y's first 2N-1 = A^T * y */
+    GT_BLAS_OK(cublasSgemv_v2(h, CUBLAS_OP_T, M, N, &alpha, a, LDA, y, 1, &beta, x, 2));
+    float gx[M];
+    VGT_OK(cudaMemcpy(gx, x, sizeof gx, cudaMemcpyDeviceToHost));
+    for (int j = 0; j < N; j++) {
+        float s = 0;
+        for (int i = 0; i < M; i++)
+            s += ha[j * LDA + i] * want[i];
+        float w = alpha * s + beta * hx[2 * j];
+        if (gx[2 * j] != w)
+            fail_msg("Sgemv T: x[%d] = %.9g, expected %.9g", 2 * j, (double)gx[2 * j], (double)w);
+    }
+    float d = -1, wd = 0;
+    GT_BLAS_OK(cublasSdot_v2(h, M, x, 1, y, 1, &d)); /* host result: returns when written */
+    for (int i = 0; i < M; i++)
+        wd += gx[i] * want[i];
+    if (d != wd)
+        fail_msg("Sdot (host result) = %.9g, expected %.9g", (double)d, (double)wd);
+    GT_BLAS_OK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_DEVICE));
+    GT_BLAS_OK(cublasSdot_v2(h, M, x, 1, y, 1, r));
+    float dr = -1;
+    VGT_OK(cudaMemcpy(&dr, r, sizeof dr, cudaMemcpyDeviceToHost));
+    if (dr != wd)
+        fail_msg("Sdot (device result) = %.9g, expected %.9g", (double)dr, (double)wd);
+    GT_BLAS_OK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+    /* Statuses: lda < m, a zero increment, a NULL result, a NULL handle. */
+    if (cublasSgemv_v2(h, CUBLAS_OP_N, M, N, &alpha, a, M - 1, x, 1, &beta, y, 1) !=
+            CUBLAS_STATUS_INVALID_VALUE ||
+        cublasSgemv_v2(h, CUBLAS_OP_N, M, N, &alpha, a, LDA, x, 0, &beta, y, 1) !=
+            CUBLAS_STATUS_INVALID_VALUE ||
+        cublasSdot_v2(h, M, x, 1, y, 1, NULL) != CUBLAS_STATUS_INVALID_VALUE ||
+        cublasSdot_v2(NULL, M, x, 1, y, 1, &d) != CUBLAS_STATUS_NOT_INITIALIZED)
+        fail_msg("gemv/dot argument checks did not answer cuBLAS's statuses");
+    GT_BLAS_OK(cublasDestroy(h));
+    VGT_OK(cudaFree(a));
+    VGT_OK(cudaFree(x));
+    VGT_OK(cudaFree(y));
+    VGT_OK(cudaFree(r));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -201,6 +278,7 @@ int main(void)
         cmocka_unit_test(test_matrices),
         cmocka_unit_test(test_async_stream_order),
         cmocka_unit_test(test_argument_checks),
+        cmocka_unit_test(test_gemv_and_dot),
         cmocka_unit_test(vgt_test_no_hazards),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

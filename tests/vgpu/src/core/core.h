@@ -34,6 +34,7 @@ typedef struct vg_stream {
     vg_op_t *last;      /* last op issued, reference held */
     int inflight;       /* started and not completed ops */
     vg_op_t *records;   /* event records waiting for this stream's running op (FIFO) */
+    struct vg_graph *capture; /* the graph being captured on this stream, or NULL */
     struct vg_stream *next_all; /* device's list of streams */
 } vg_stream_t;
 
@@ -101,6 +102,10 @@ int vg__op_done(void *op);          /* vg_done_fn: op completed */
  * work in between is a wait in disguise; see stream.c). */
 uint64_t vg__thread_issue_count(void);
 
+/* graph.c (device lock held): takes op into the graph captured on its stream. */
+struct vg_graph;
+void vg__graph_add(struct vg_graph *g, vg_op_t *op);
+
 /* stream.c */
 vg_stream_t *vg__stream_get(cudaStream_t s, cudaError_t *err); /* lock held */
 
@@ -113,6 +118,12 @@ int vg__mem_check_exec(vg_op_t *op);  /* at start: 0 ok, else reports and return
 /* trace.c */
 void vg__trace_op(const vg_op_t *op);
 void vg__trace_write(void);
+
+/* nvtx_trace.c (device lock held) */
+/* The NVTX name of stream `index` of device dev (dev -1: host lane `index`), or NULL. */
+const char *vg__nvtx_stream_name(int dev, int index);
+/* Writes the host lanes' names and the ranges and marks (",\n{...}" each). */
+void vg__nvtx_trace_write(FILE *f, int rank);
 
 /* kernel.c */
 void vg__kernel_fini(void);

@@ -113,7 +113,7 @@ static void init_once(void)
         d->nstreams_made = 1;
     }
     g->next_stream_id = 1;
-    g->inited = 1;
+    __atomic_store_n(&g->inited, 1, __ATOMIC_RELEASE); /* nvtx_trace.c reads it without the once */
     if (g->cfg.verbose) {
         vg_msg("device %s x%d, %d hardware queues%s", prof.name, g->ndev,
                g->cfg.max_connections, g->cfg.timing_only ? ", timing-only" : "");

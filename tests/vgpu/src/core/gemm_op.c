@@ -223,22 +223,17 @@ static vg_gemm_desc_t array_entry(const vg_gemm_call_t *call, int64_t e)
     return x;
 }
 
-/* The three pointer arrays, then (unless device memory has no backing, in timing-only
- * mode) every entry's matrices as the arrays hold them now. */
-static cublasStatus_t add_arrays(vg_op_t *op, const vg_gemm_call_t *call, int product)
+/* The three pointer arrays, read when the GEMM runs. Their entries are not read at the
+ * call: as on a GPU, a program may fill the arrays with an asynchronous copy on the same
+ * stream just before the call (NVIDIA's gemmBatched sample does); the entries' matrices are
+ * declared when the op starts (resolve_arrays). */
+static cublasStatus_t add_arrays(vg_op_t *op, const vg_gemm_call_t *call)
 {
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     size_t bytes = (size_t)call->g.batch * sizeof(void *);
     ADD(add_checked(op, call->api, "Aarray", call->a_array, bytes, 0));
     ADD(add_checked(op, call->api, "Barray", call->b_array, bytes, 0));
     ADD(add_checked(op, call->api, "Carray", call->c_array, bytes, 0));
-    if (vg_config()->timing_only) {
-        return st;
-    }
-    for (int64_t e = 0; e < call->g.batch; e++) {
-        vg_gemm_desc_t x = array_entry(call, e);
-        ADD(add_operands(op, call, &x, product));
-    }
     return st;
 }
 
@@ -256,7 +251,7 @@ static cublasStatus_t add_ranges(vg_op_t *op, const vg_gemm_call_t *call)
     if (call->beta_dev) {
         ADD(add_checked(op, api, "beta (device pointer mode)", call->beta_dev, ssz, 0));
     }
-    ADD(call->a_array ? add_arrays(op, call, product) : add_operands(op, call, g, product));
+    ADD(call->a_array ? add_arrays(op, call) : add_operands(op, call, g, product));
     if (g->epilogue & VG_GEMM_EPI_BIAS) {
         ADD(add_matrix(op, api, "bias", g->bias, g->bias_type, g->m, 1, g->m, g->stride_bias,
                        g->batch, 0));
@@ -272,6 +267,13 @@ static cublasStatus_t add_ranges(vg_op_t *op, const vg_gemm_call_t *call)
 }
 #undef ADD
 
+/* Bytes of one column-major matrix. */
+static size_t span_len(vg_gemm_type_t t, int64_t rows, int64_t cols, int64_t ld)
+{
+    int64_t lo;
+    return span_bytes(rows, cols, ld, 0, 1, vg_gemm_type_size(t), &lo);
+}
+
 /* Whether one matrix of a pointer-array entry lies in live device memory when the GEMM
  * runs (the arrays may have been rewritten since the call). */
 static int matrix_live(const void *p, vg_gemm_type_t t, int64_t rows, int64_t cols, int64_t ld)
@@ -279,6 +281,30 @@ static int matrix_live(const void *p, vg_gemm_type_t t, int64_t rows, int64_t co
     int64_t lo;
     size_t len = span_bytes(rows, cols, ld, 0, 1, vg_gemm_type_size(t), &lo);
     return p && vg_mem_find(p, len, NULL) == 1;
+}
+
+/* At start: every entry's matrices as the arrays hold them now, for the hazard detector.
+ * An entry outside live device memory declares nothing (run_arrays reports and skips it). */
+static void resolve_arrays(vg_op_t *op)
+{
+    const vg_gemm_call_t *call = op->payload;
+    for (int64_t e = 0; e < call->g.batch; e++) {
+        vg_gemm_desc_t x = array_entry(call, e);
+        int product = x.k > 0 && (call->alpha_dev || x.alpha != 0.0);
+        if ((product && (!matrix_live(x.a, x.a_type, x.trans_a ? x.k : x.m,
+                                      x.trans_a ? x.m : x.k, x.lda) ||
+                         !matrix_live(x.b, x.b_type, x.trans_b ? x.n : x.k,
+                                      x.trans_b ? x.k : x.n, x.ldb))) ||
+            !matrix_live(x.c, x.c_type, x.m, x.n, x.ldc))
+            continue;
+        if (product) {
+            vg_op_add_range(op, x.a, span_len(x.a_type, x.trans_a ? x.k : x.m,
+                                              x.trans_a ? x.m : x.k, x.lda), 0);
+            vg_op_add_range(op, x.b, span_len(x.b_type, x.trans_b ? x.n : x.k,
+                                              x.trans_b ? x.k : x.n, x.ldb), 0);
+        }
+        vg_op_add_range(op, x.c, span_len(x.c_type, x.m, x.n, x.ldc), 1);
+    }
 }
 
 /* Runs a pointer-array batch entry by entry with the pointers the arrays hold now; an entry
@@ -422,6 +448,7 @@ VG_API cublasStatus_t vg_gemm_submit(const vg_gemm_call_t *call, cudaStream_t s)
         name_op(op, call);
         op->solo_ns = solo_ns(call);
         op->exec = gemm_exec;
+        op->resolve = call->a_array ? resolve_arrays : NULL;
         if (vg_submit_unchecked(s, op) != cudaSuccess) {
             st = CUBLAS_STATUS_EXECUTION_FAILED;
         }

@@ -248,6 +248,11 @@ static cudaError_t submit(cudaStream_t s, vg_op_t *op)
         op_destroy(op);
         return err;
     }
+    if (st->capture) { /* stream capture: the op becomes a node of the graph */
+        vg__graph_add(st->capture, op);
+        vg_unlock();
+        return cudaSuccess;
+    }
     vg__sim_enqueue(st, op);
     vg_unlock();
     return cudaSuccess;
@@ -388,6 +393,13 @@ static void complete_op(vg_device_t *d, vg_op_t *op)
     vg__op_unref(op); /* the queue's reference */
 }
 
+VG_API void vg_op_fail(vg_op_t *op, cudaError_t err)
+{
+    op->failed = 1;
+    if (!vg_g.dev[op->dev].sticky)
+        vg_g.dev[op->dev].sticky = err;
+}
+
 static void start_op(vg_device_t *d, vg_op_t *op)
 {
     op->t_start = vg_g.now;
@@ -398,6 +410,8 @@ static void start_op(vg_device_t *d, vg_op_t *op)
     }
     op->ndeps = 0;
     if (!op->failed) {
+        if (op->resolve && !vg_g.cfg.timing_only)
+            op->resolve(op);
         check_hazards(d, op);
         if (!op->skip_mem_check && vg__mem_check_exec(op)) {
             d->sticky = cudaErrorIllegalAddress;
@@ -621,6 +635,51 @@ static double next_event(void)
         }
     }
     return t;
+}
+
+/* ---- what waits (deadlock detection) ---- */
+
+int vg_rdv_heads(vg_rdv_head_t *heads, int max, int *every_queue)
+{
+    int n = 0;
+    *every_queue = 1;
+    for (int di = 0; di < vg_g.ndev; di++) {
+        vg_device_t *d = &vg_g.dev[di];
+        int here = 0;
+        for (int q = 0; q < vg_g.cfg.max_connections; q++) {
+            vg_op_t *op = d->qhead[q];
+            if (!op || !op->rdv || op->state != VG_ST_POSTED || op->failed) {
+                continue;
+            }
+            here++;
+            if (n >= max) {
+                continue;
+            }
+            vg_rdv_head_t *h = &heads[n++];
+            h->op = op;
+            h->dev = di;
+            h->queue = q;
+            h->nbehind = 0;
+            for (vg_op_t *b = op->qnext; b && h->nbehind < VG_HEAD_BEHIND; b = b->qnext) {
+                if (b->rdv) {
+                    h->behind[h->nbehind++] = b;
+                }
+            }
+        }
+        if (here && here < vg_g.cfg.max_connections) {
+            *every_queue = 0;
+        }
+    }
+    return n;
+}
+
+uint64_t vg_progress_count(void)
+{
+    uint64_t n = vg_g.seq;
+    for (int di = 0; di < vg_g.ndev; di++) {
+        n += vg_g.dev[di].ctr.ops_completed;
+    }
+    return n;
 }
 
 int vg__sim_run(double bound, vg_done_fn done, void *arg, int *blocked)

@@ -224,7 +224,9 @@ cudaError_t vg_stream_sync(cudaStream_t h)
     cudaError_t err = cudaSuccess;
     vg_lock();
     vg_stream_t *s = vg__stream_get(h, &err);
-    if (s) {
+    if (s && s->capture) {
+        err = cudaErrorStreamCaptureUnsupported;
+    } else if (s) {
         err = wait_op(s->last);
         if (err == cudaSuccess) {
             err = vg__dev(s->dev)->sticky;
@@ -239,7 +241,9 @@ cudaError_t vg_stream_query(cudaStream_t h)
     cudaError_t err = cudaSuccess;
     vg_lock();
     vg_stream_t *s = vg__stream_get(h, &err);
-    if (s) {
+    if (s && s->capture) {
+        err = cudaErrorStreamCaptureUnsupported;
+    } else if (s) {
         err = query_op(s->last) ? vg__dev(s->dev)->sticky : cudaErrorNotReady;
     }
     vg_unlock();
@@ -257,6 +261,10 @@ cudaError_t vg_stream_wait_event(cudaStream_t h, cudaEvent_t ev, unsigned flags)
     if (!s || !reg_has(live_events, ev)) {
         vg_unlock();
         return s ? cudaErrorInvalidResourceHandle : err;
+    }
+    if (s->capture) { /* event nodes are not modelled (graph.c) */
+        vg_unlock();
+        return cudaErrorStreamCaptureUnsupported;
     }
     vg_event_t *e = (vg_event_t *)ev;
     if (e->rec) { /* waiting on a never-recorded event is a no-op, as in CUDA */
@@ -347,6 +355,10 @@ cudaError_t vg_event_record(cudaEvent_t h, cudaStream_t sh, unsigned flags)
     if (!e || !s) {
         vg_unlock();
         return !e ? cudaErrorInvalidResourceHandle : err;
+    }
+    if (s->capture) { /* event nodes are not modelled (graph.c) */
+        vg_unlock();
+        return cudaErrorStreamCaptureUnsupported;
     }
     vg_op_t *op = vg_op_new("cudaEventRecord", VG_MARKER);
     op->dev = s->dev;

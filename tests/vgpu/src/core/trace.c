@@ -2,10 +2,12 @@
  * trace.c: the Chrome trace (VGPU_TRACE=path). One record per completed operation, written
  * at exit as {"traceEvents": [...]}: pid is the global rank, one lane (tid) per stream,
  * named "dev D stream S", and a counter "device memory (dev D)" (MiB in use after each
- * allocation and free, at the host's virtual time of the call). Times are virtual
- * microseconds. Each op's args carry its place in the device's issue order ("issue"), the
- * host time it was issued ("issued") and its time alone ("solo"), so that a reader can
- * match ops to the program and tell waiting from slowing (scripts/bench.d/planstat.py). Nothing in it depends on host
+ * allocation and free, at the host's virtual time of the call); a stream named through
+ * NVTX has its name after the lane's, and NVTX ranges and marks have lanes of their own
+ * (nvtx_trace.c). Each op's args carry its place in the device's issue order ("issue"), the
+ * host time it was issued ("issued") and its time alone ("solo"), so that a reader can match
+ * ops to the program and tell waiting from slowing (scripts/bench.d/planstat.py). Times are
+ * virtual microseconds. Nothing in it depends on host
  * addresses, so two runs of one program write identical files. In the path, %r becomes the
  * global rank and %p the pid; with several ranks and no %r, ".r<rank>" goes before the
  * extension so ranks do not overwrite each other.
@@ -135,9 +137,11 @@ void vg__trace_write(void)
     for (int d = 0; d < vg_g.ndev; d++) {
         for (int s = 0; s < 8192; s++) {
             if (lanes[d][s / 8] & (1 << (s % 8))) {
+                const char *nv = vg__nvtx_stream_name(d, s);
                 fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
-                        "\"args\":{\"name\":\"dev %d stream %d%s\"}}",
-                        rank, d * 10000 + s, d, s, s == 0 ? " (legacy)" : "");
+                        "\"args\":{\"name\":\"dev %d stream %d%s%s%s\"}}",
+                        rank, d * 10000 + s, d, s, s == 0 ? " (legacy)" : "", nv ? ": " : "",
+                        nv ? nv : "");
             }
         }
     }
@@ -152,6 +156,7 @@ void vg__trace_write(void)
                 r->solo / 1e3, r->args[0] ? "," : "", r->args);
     }
     vg__mem_trace_write(f, rank);
+    vg__nvtx_trace_write(f, rank);
     fprintf(f, "\n]}\n");
     fclose(f);
     if (vg_g.cfg.verbose) {

@@ -1,6 +1,6 @@
 /*
  * cudart_exec.c: streams, events, kernel launches, function queries, host functions and
- * the stream-capture queries (the vgpu never captures: graphs are not modelled).
+ * stream capture and graph launch (core/graph.c).
  */
 #include <string.h>
 
@@ -37,9 +37,9 @@ VG_API cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t s, cudaEvent_t e, unsig
 VG_API cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st)
 {
     if (!st) RET(cudaErrorInvalidValue);
-    cudaError_t e = vg_stream_check(s);
-    if (e) RET(e);
-    *st = cudaStreamCaptureStatusNone;
+    int a = vg_capture_active(s);
+    if (a < 0) RET(vg_stream_check(s));
+    *st = a ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
     return cudaSuccess;
 }
 
@@ -49,9 +49,9 @@ VG_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, enum cudaStreamCaptu
                                             const cudaGraphEdgeData **edges, size_t *ndeps)
 {
     if (!st) RET(cudaErrorInvalidValue);
-    cudaError_t e = vg_stream_check(s);
-    if (e) RET(e);
-    *st = cudaStreamCaptureStatusNone;
+    int a = vg_capture_active(s);
+    if (a < 0) RET(vg_stream_check(s));
+    *st = a ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
     if (id) *id = 0;
     if (graph) *graph = NULL;
     if (deps) *deps = NULL;
@@ -60,13 +60,36 @@ VG_API cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, enum cudaStreamCaptu
     return cudaSuccess;
 }
 
+/* Graphs by stream capture (core/graph.c: one stream, kernels, copies, memsets, GEMMs and
+ * host functions; event nodes are not modelled). */
 VG_API cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode m)
 {
-    (void)s;
-    (void)m;
-    vg_msg("cudaStreamBeginCapture: CUDA graphs are not modelled by the vgpu");
-    RET(cudaErrorNotSupported);
+    if (m > cudaStreamCaptureModeRelaxed) RET(cudaErrorInvalidValue);
+    RET(vg_capture_begin(s));
 }
+
+VG_API cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g)
+{
+    RET(vg_capture_end(s, (void **)g));
+}
+
+VG_API cudaError_t cudaGraphInstantiate(cudaGraphExec_t *e, cudaGraph_t g, unsigned long long f)
+{
+    (void)f;
+    RET(vg_graph_instantiate((void **)e, g));
+}
+
+VG_API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *e, cudaGraph_t g,
+                                                 unsigned long long f)
+{
+    return cudaGraphInstantiate(e, g, f);
+}
+
+VG_API cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t s) { RET(vg_graph_launch(e, s)); }
+VG_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t e, cudaStream_t s);
+VG_API cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t e, cudaStream_t s) { return cudaGraphLaunch(e, vg_ptsz(s)); }
+VG_API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) { RET(vg_graph_release(e)); }
+VG_API cudaError_t cudaGraphDestroy(cudaGraph_t g) { RET(vg_graph_release(g)); }
 
 static __thread enum cudaStreamCaptureMode tls_capture_mode = cudaStreamCaptureModeGlobal;
 

@@ -112,8 +112,10 @@ VG_API CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned f) { retu
 VG_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus *st)
 {
     if (!st) return CUDA_ERROR_INVALID_VALUE;
-    *st = CU_STREAM_CAPTURE_STATUS_NONE;
-    return cu(vg_stream_check((cudaStream_t)s));
+    int a = vg_capture_active((cudaStream_t)s);
+    if (a < 0) return cu(vg_stream_check((cudaStream_t)s));
+    *st = a ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
 }
 
 VG_API CUresult cuEventCreate(CUevent *e, unsigned f) { return cu(vg_event_create((cudaEvent_t *)e, f)); }
@@ -278,7 +280,21 @@ VG_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) { return c
     X(cuLaunchKernel, cuLaunchKernel, cuLaunchKernel_ptsz)                                \
     X(cuLaunchKernelEx, cuLaunchKernelEx, cuLaunchKernelEx_ptsz)                          \
     X(cuLaunchHostFunc, cuLaunchHostFunc, 0)                                              \
+    X(cuStreamWriteValue32, cuStreamWriteValue32_v2, cuStreamWriteValue32_v2_ptsz)        \
+    X(cuStreamWriteValue64, cuStreamWriteValue64_v2, cuStreamWriteValue64_v2_ptsz)        \
+    X(cuStreamWaitValue32, cuStreamWaitValue32_v2, cuStreamWaitValue32_v2_ptsz)           \
+    X(cuStreamWaitValue64, cuStreamWaitValue64_v2, cuStreamWaitValue64_v2_ptsz)           \
+    X(cuStreamBeginCapture, cuStreamBeginCapture_v2, 0) X(cuStreamEndCapture, cuStreamEndCapture, 0) \
+    X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags, 0)                        \
+    X(cuGraphLaunch, cuGraphLaunch, 0) X(cuGraphExecDestroy, cuGraphExecDestroy, 0)       \
+    X(cuGraphDestroy, cuGraphDestroy, 0)                                                  \
     X(cuGetProcAddress, cuGetProcAddress_v2, 0)
+
+/* Stream memory operations (driver_memop.c). */
+CUresult cuStreamWriteValue32_v2_ptsz(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+CUresult cuStreamWriteValue64_v2_ptsz(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
+CUresult cuStreamWaitValue32_v2_ptsz(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+CUresult cuStreamWaitValue64_v2_ptsz(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 
 static const struct {
     const char *name;

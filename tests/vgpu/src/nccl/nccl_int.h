@@ -4,7 +4,8 @@
  * Files: nccl_api.c (communicators: init, split, shrink, destroy, queries, errors),
  * nccl_shm.c (the shared-memory segment of a communicator and the per-op data segments),
  * nccl_coll.c (collective and point-to-point entry points, groups, op building),
- * nccl_rdv.c (the rendezvous callbacks post/poll/exec), nccl_reduce.c (data types and
+ * nccl_rdv.c (the rendezvous callbacks post/poll/exec), nccl_deadlock.c (a cycle of
+ * waiting ops across ranks, reported within seconds), nccl_reduce.c (data types and
  * reductions), nccl_ops.c (custom pre-multiply-sum ops), nccl_cost.c (the alpha-beta
  * cost model).
  *
@@ -186,6 +187,7 @@ typedef struct vgn_item {
 typedef struct vgn_batch {
     double t_ready;         /* from post */
     double wall_posted;     /* CLOCK_MONOTONIC seconds at post: the timeout counts from it */
+    double dl_checked;      /* when the deadlock detector last looked (nccl_deadlock.c) */
     int nitems;
     vgn_item_t items[];
 } vgn_batch_t;
@@ -293,5 +295,18 @@ ncclResult_t vgn_fault(vgn_kind_t kind, ncclComm_t c, int *skip);
 extern const vg_rdv_ops_t vgn_rdv_ops;
 void vgn_exec(vg_op_t *op);          /* op->exec: computes this rank's outputs */
 void vgn_batch_release(vg_op_t *op); /* op->release: undoes what was left, frees the batch */
+/* The global ranks a posted item still waits for (who[0..max)); how many. 0 for an item that
+ * is done, not posted yet (its own slot is held) or has no peers. Device lock held. */
+int vgn_item_waits(const vgn_item_t *it, int *who, int max);
+
+/* ---- nccl_deadlock.c ---- */
+/* Called by the poll of op with the device lock held: waiting 1 while it waits for peers
+ * in other processes (*checked is its last look: at most one every 100 ms), 0 when every
+ * peer has posted and it is about to start. Publishes this rank's waiting heads for the
+ * job and returns 1 when op is on a cycle of waits that none can leave, found by this rank
+ * or another (the cycle is printed once per process, the last error set): the caller fails
+ * the op. 0 otherwise, and always when there is no job to look at (one rank,
+ * VGPU_DEADLOCK_S=0). */
+int vgn_deadlock(vg_op_t *op, int waiting, double *checked);
 
 #endif

@@ -436,6 +436,28 @@ static int poll_p2p(vgn_item_t *it, char *missing, size_t mlen, int *remote)
     return 1;
 }
 
+int vgn_item_waits(const vgn_item_t *it, int *who, int max)
+{
+    const ncclComm_t c = it->comm;
+    int n = 0;
+    if (it->done || !it->posted || c->represent)
+        return 0;
+    if (it->kind >= VGN_SEND) {
+        int send = it->kind == VGN_SEND;
+        vgn_pslot_t *s = send ? pslot(c, c->rank, it->root, it->seq)
+                              : pslot(c, it->root, c->rank, it->seq);
+        if (max > 0 &&
+            __atomic_load_n(send ? &s->recv_tag : &s->send_tag, __ATOMIC_ACQUIRE) != it->seq + 1)
+            who[n++] = c->granks[it->root];
+        return n;
+    }
+    for (int k = 0; k < c->nranks && n < max; k++)
+        if (k != c->rank &&
+            __atomic_load_n(&cslot(c, k, it->seq)->tag, __ATOMIC_ACQUIRE) != it->seq + 1)
+            who[n++] = c->granks[k];
+    return n;
+}
+
 /* What poll answers while waiting. When every missing counterpart is an op of this
  * process (devices of one process: ncclCommInitAll), the core may go on simulating this
  * process's other work, which is what will post them; it cannot when one is remote, since
@@ -530,6 +552,12 @@ static int batch_poll(vg_op_t *op, double *t_start)
         } else if (it->t_peers > t) {
             t = it->t_peers;
         }
+    }
+    /* Also when every peer has posted: a peer that found the cycle first failed its op and
+     * moved on, which is what posted ours, but this op is on the cycle all the same. */
+    if ((remote || all) && vgn_deadlock(op, !all, &b->dl_checked)) {
+        fail_batch(b, ncclSystemError);
+        return -1;
     }
     if (!all)
         return wait_code(remote);
