@@ -1,6 +1,6 @@
 # Planner tests (scheduler/plan): the alignment DP against brute force, plan and profile
-# files, iteration and phase detection, the memory model, the proof of moves across
-# communicators, planning speed, and the CLI (plan, show, validate).
+# files, iteration and phase detection, the memory model, the time model, the proof of moves
+# across communicators, planning speed, and the CLI (plan, show, validate).
 # Labels: plan and si; asan for the unit tests (plan.speed is a timing and stays out of it).
 if(TARGET dh_plan)
   set(_plan_dir ${CMAKE_CURRENT_SOURCE_DIR}/plan)
@@ -8,7 +8,7 @@ if(TARGET dh_plan)
   target_include_directories(plan_synth_lib PUBLIC ${_plan_dir})
   target_link_libraries(plan_synth_lib PUBLIC dh_plan)
 
-  foreach(t dp io phases variants memsim moves)
+  foreach(t dp io phases variants memsim moves timesim)
     add_executable(plan_test_${t} ${_plan_dir}/test_${t}.c)
     target_link_libraries(plan_test_${t} PRIVATE plan_synth_lib dh_plan PkgConfig::CMOCKA m)
   endforeach()
@@ -18,6 +18,7 @@ if(TARGET dh_plan)
   dh_add_test(NAME plan.variants COMMAND plan_test_variants LABELS plan si asan TIMEOUT 60)
   dh_add_test(NAME plan.memsim COMMAND plan_test_memsim LABELS plan si asan TIMEOUT 60)
   dh_add_test(NAME plan.moves COMMAND plan_test_moves LABELS plan si asan TIMEOUT 60)
+  dh_add_test(NAME plan.timesim COMMAND plan_test_timesim LABELS plan si asan TIMEOUT 60)
 
   add_executable(plan_test_speed ${_plan_dir}/test_speed.c)
   target_link_libraries(plan_test_speed PRIVATE plan_synth_lib dh_plan m)

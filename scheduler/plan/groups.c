@@ -149,14 +149,42 @@ static void dh__merge_order(const dh_plan_op_t *ops, const dh_plan_group_t *g,
     }
 }
 
+/* Group g (the last one, paired) as two: its strand-a ops, then its strand-b ops. */
+static dh_status_t dh__split_pair(dh_plan_section_t *s, dh__groups_t *gs, double a_us,
+                                  double b_us)
+{
+    dh_plan_group_t *g = &gs->g[gs->n - 1];
+    size_t b_first = g->b_first, b_n = g->b_n;
+    g->b_first = 0;
+    g->b_n = 0;
+    memset(g->order, 'a', g->a_n);
+    g->order[g->a_n] = '\0';
+    g->pred_us = a_us;
+    dh_plan_group_t *h = dh__group_new(gs, b_n);
+    if (h == NULL)
+        return DH_ERR_NOMEM;
+    h->b_first = b_first;
+    h->b_n = b_n;
+    memset(h->order, 'b', b_n);
+    h->pred_us = b_us;
+    dh__assign(s, b_first, b_n, 1, gs->n - 1);
+    return DH_OK;
+}
+
 dh_status_t dh__emit_pair(dh_plan_section_t *s, dh__groups_t *gs, size_t a_base, size_t b_base,
-                          const dh_align_result_t *r, const size_t *cuta, const size_t *cutb)
+                          const dh_align_result_t *r, const size_t *cuta, const size_t *cutb,
+                          dh_tsim_t *ts, double *sum_us)
 {
     dh__unit_cur_t ua = {cuta, a_base, 0}, ub = {cutb, b_base, 0};
+    *sum_us = 0;
     for (size_t k = 0; k < r->nsteps; k++) {
         const dh_align_step_t *st = &r->steps[k];
         if (!st->paired && st->b_n == 0) {
-            DH_CHECK(dh__emit_serial(s, gs, a_base + st->a_first, st->a_n, st->cost_us));
+            double t = dh_tsim_serial(ts, a_base + st->a_first, st->a_n);
+            if (t < 0)
+                return DH_ERR_NOMEM;
+            DH_CHECK(dh__emit_serial(s, gs, a_base + st->a_first, st->a_n, t));
+            *sum_us += t;
             continue;
         }
         dh_plan_group_t *g = dh__group_new(gs, st->a_n + st->b_n);
@@ -166,10 +194,24 @@ dh_status_t dh__emit_pair(dh_plan_section_t *s, dh__groups_t *gs, size_t a_base,
         g->a_n = st->a_n;
         g->b_first = st->b_n ? b_base + st->b_first : 0;
         g->b_n = st->b_n;
-        g->pred_us = st->cost_us;
         dh__assign(s, g->a_first, g->a_n, 0, gs->n - 1);
         dh__assign(s, g->b_first, g->b_n, 1, gs->n - 1);
         dh__merge_order(s->ops, g, &ua, &ub, g->order);
+        double t = dh_tsim_group(ts, g);
+        if (t < 0)
+            return DH_ERR_NOMEM;
+        g->pred_us = t;
+        if (g->a_n > 0 && g->b_n > 0) {
+            double ta = dh_tsim_serial(ts, g->a_first, g->a_n);
+            double tb = dh_tsim_serial(ts, g->b_first, g->b_n);
+            if (ta < 0 || tb < 0)
+                return DH_ERR_NOMEM;
+            if (t > ta + tb) {
+                DH_CHECK(dh__split_pair(s, gs, ta, tb));
+                t = ta + tb;
+            }
+        }
+        *sum_us += t;
     }
     return DH_OK;
 }

@@ -114,6 +114,8 @@ typedef struct dh__sect {
     dh__dpcache_t cache;            /* its pairs' alignments by input */
     int no_moves;                   /* the cycle check refused this section's moves */
     const size_t *moved;            /* per B phase: ops moved into it (moves.h), or NULL */
+    dh_tsim_op_t *tops;             /* the template as timesim.h replays it */
+    dh_tsim_t ts;                   /* the replay's model and scratch */
 } dh__sect_t;
 
 /* Ops, ranks and times of a section, averaged over its members. */
@@ -157,66 +159,30 @@ static dh_status_t dh__section_ops(const dh__pl_t *pl, const dh__sect_t *x, dh_p
     return DH_OK;
 }
 
-/* 1 when communicator c joins pipeline stages: role "pp" (one of the '+'-separated roles),
- * or, with no role recorded, a name that says so. */
-static int dh__is_pipeline(const dh_prof_comm_t *c)
+/* The template as timesim.h replays it: the ops' mean times, streams and events, one
+ * hardware queue when the profile ran with CUDA_DEVICE_MAX_CONNECTIONS=1, and the
+ * interference of the DP's model (a class that co-runs at efficiency e loses 1 - e of its
+ * rate). */
+static dh_status_t dh__time_ops(const dh__pl_t *pl, dh__sect_t *x, const dh_plan_section_t *s)
 {
-    if (c->role[0] == '\0')
-        return strstr(c->name, "PIPELINE") != NULL;
-    for (const char *r = c->role; *r;) {
-        size_t n = strcspn(r, "+");
-        if (n == 2 && strncmp(r, "pp", 2) == 0)
-            return 1;
-        r += n + (r[n] == '+');
-    }
-    return 0;
-}
-
-/* What co-running can hide of a transfer between pipeline stages is the transfer, not the
- * time it waited for the other stage to post its side (a stage's send blocks until the next
- * stage receives), and a profiled send or receive holds both: many times the transfer, and
- * that wait is set by the other stage, which pairing this stage's strands does not move.
- * So the DP sees each collective of a pipeline communicator at most at the lower envelope
- * of them, lat + bytes * per_byte, with lat the fastest one and per_byte the least time per
- * byte above lat among them. (The collectives of the other communicators run in lockstep:
- * their profiled times are what they cost.) */
-static dh_status_t dh__transfer_times(const dh_profile_t *p, const dh__tmpl_t *t,
-                                      dh_align_op_t *aops, size_t n)
-{
-    if (p->ncomms <= 0)
-        return DH_OK;
-    double *lat = malloc((size_t)p->ncomms * sizeof(*lat));
-    double *per = malloc((size_t)p->ncomms * sizeof(*per));
-    if (lat == NULL || per == NULL) {
-        free(lat);
-        free(per);
+    const dh_profile_t *p = pl->prof[x->members[0]];
+    const dh__tmpl_t *t = &pl->tmpl[x->members[0]];
+    if ((x->tops = calloc(s->nops ? s->nops : 1, sizeof(*x->tops))) == NULL)
         return DH_ERR_NOMEM;
+    for (size_t i = 0; i < s->nops; i++) {
+        const dh_prof_op_t *src = &t->ops[i];
+        dh_tsim_op_t *o = &x->tops[i];
+        o->us = s->ops[i].us;
+        o->cls = src->cls;
+        o->stream = src->stream;
+        o->event = strcmp(src->kind, "EVENT_RECORD") == 0 ? DH_TSIM_RECORD
+                   : strcmp(src->kind, "EVENT_WAIT") == 0 ? DH_TSIM_WAIT : 0;
     }
-    for (int c = 0; c < p->ncomms; c++)
-        lat[c] = per[c] = INFINITY;
-    for (size_t i = 0; i < n; i++) {
-        int c = t->ops[i].comm;
-        if (aops[i].cls == DH_CLS_COMM && c >= 0 && c < p->ncomms && aops[i].us > 0 &&
-            aops[i].us < lat[c])
-            lat[c] = aops[i].us;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int c = t->ops[i].comm;
-        if (aops[i].cls == DH_CLS_COMM && c >= 0 && c < p->ncomms && aops[i].us > 0 &&
-            t->ops[i].bytes > 0 && (aops[i].us - lat[c]) / (double)t->ops[i].bytes < per[c])
-            per[c] = (aops[i].us - lat[c]) / (double)t->ops[i].bytes;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int c = t->ops[i].comm;
-        if (aops[i].cls != DH_CLS_COMM || c < 0 || c >= p->ncomms || t->ops[i].bytes == 0 ||
-            isinf(per[c]) || !dh__is_pipeline(&p->comms[c]))
-            continue;
-        double env = lat[c] + per[c] * (double)t->ops[i].bytes;
-        if (env < aops[i].us)
-            aops[i].us = env;
-    }
-    free(lat);
-    free(per);
+    double e = pl->model.eff[DH_CLS_COMPUTE][DH_CLS_COMM];
+    double f = pl->model.eff[DH_CLS_COMM][DH_CLS_COMPUTE];
+    x->ts = (dh_tsim_t){.ops = x->tops, .nops = s->nops, .one_queue = p->max_connections == 1,
+                        .slow_compute = e > 0 && e < 1 ? 1 - e : 0,
+                        .slow_comm = f > 0 && f < 1 ? 1 - f : 0};
     return DH_OK;
 }
 
@@ -243,6 +209,7 @@ static dh_status_t dh__align_ops(const dh__pl_t *pl, dh__sect_t *x, const dh_pla
         a->sig = src->sig;
     }
     free(pinned);
+    DH_CHECK(dh__time_ops(pl, x, s));
     DH_CHECK(dh__mem_ops(p, t->ops, s, x->aops, &x->mops, &x->fixed_mem));
     return dh__transfer_times(p, t, x->aops, s->nops);
 }
@@ -305,6 +272,7 @@ typedef struct dh__pairdp {
     int serial_ok;                  /* the serial schedule keeps the orders it follows */
     size_t *need;                   /* [nb]: A's ops each B op must follow (align.h), or NULL */
     const dh_memsim_op_t *mops;     /* A's ops then B's, as memsim.h sees them */
+    int L;                          /* the DP's longest segment; 0: the default rule */
 } dh__pairdp_t;
 
 /* For F phase k+1 after B phase k: how many of B's ops each F op must follow, from the
@@ -342,14 +310,21 @@ static dh_status_t dh__pair_need(const dh__pl_t *pl, const dh__sect_t *x,
     return DH_OK;
 }
 
+/* The DP's longest segment: the caller's, or 8 units (4 for phases of more than
+ * DH_PLAN_LONG_SEG_UNITS units, where the DP's time grows with L squared). */
+static int dh__default_seg(const dh__pl_t *pl, const dh__pairdp_t *q)
+{
+    if (pl->o->max_segment > 0)
+        return pl->o->max_segment;
+    return (q->nua > q->nub ? q->nua : q->nub) <= DH_PLAN_LONG_SEG_UNITS ? 8 : 4;
+}
+
 /* Runs the DP of one pair, following the orders of collectives earlier sections chose, or
  * takes its result from an earlier pair with the same input (dpcache.c). */
 static dh_status_t dh__run_dp(const dh__pl_t *pl, dh__sect_t *x, int sec, int pair,
                               dh__pairdp_t *q, dh_align_result_t *r)
 {
-    int L = pl->o->max_segment;
-    if (L == 0)
-        L = (q->nua > q->nub ? q->nua : q->nub) <= DH_PLAN_LONG_SEG_UNITS ? 8 : 4;
+    int L = q->L > 0 ? q->L : dh__default_seg(pl, q);
     /* The bound is of all that pairing costs: the runtime's own memory comes first (the
      * caller pairs nothing when the bound leaves no room for it). */
     double bound = pl->o->max_extra_mem_bytes;
@@ -422,9 +397,62 @@ static dh_status_t dh__take_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sect
         s->ops[i].phase = k;
     for (size_t i = pf->first; i < pf->first + pf->n; i++)
         s->ops[i].phase = k + 1;
-    DH_CHECK(dh__emit_pair(s, gs, pb->first, pf->first, r, q->cuta, q->cutb));
-    x->saved_us += r->serial_us - r->cost_us;
+    double paired_us = 0;
+    DH_CHECK(dh__emit_pair(s, gs, pb->first, pf->first, r, q->cuta, q->cutb, &x->ts,
+                           &paired_us));
+    double serial_us = dh_tsim_serial(&x->ts, pb->first, pb->n + pf->n);
+    if (serial_us < 0 || paired_us < 0)
+        return DH_ERR_NOMEM;
+    x->saved_us += serial_us - paired_us;
     return DH_OK;
+}
+
+/* What the groups of alignment r of B phase k and F phase k+1 take in the replay
+ * (timesim.h), their splits included; *us < 0 when out of memory. The ops' strand and group
+ * fields it writes are written again by whichever alignment is taken. */
+static dh_status_t dh__replay_pair(dh__sect_t *x, dh_plan_section_t *s, int k,
+                                   const dh__pairdp_t *q, const dh_align_result_t *r, double *us)
+{
+    dh__groups_t tmp = {0};
+    dh_status_t st = dh__emit_pair(s, &tmp, s->phases[k].first, s->phases[k + 1].first, r, q->cuta,
+                                   q->cutb, &x->ts, us);
+    dh__groups_free(&tmp);
+    return st;
+}
+
+/* The DP chooses by its fluid cost (align.h), which prices segments by their classes'
+ * shares; the replay prices what the device does with them. So with the default segment
+ * length L, the DP runs once more with segments of up to 1.5 L units (the DP's time grows
+ * with L squared), whose groups can put a whole collective beside a longer run of the other
+ * strand's kernels, and the alignment whose groups replay faster is taken (*r). */
+static dh_status_t dh__longer_segments(const dh__pl_t *pl, dh__sect_t *x, dh_plan_section_t *s,
+                                       int k, int sec, int pair, dh__pairdp_t *q,
+                                       dh_align_result_t *r)
+{
+    int L0 = dh__default_seg(pl, q);
+    int L1 = L0 + L0 / 2 > DH_ALIGN_MAX_SEG ? DH_ALIGN_MAX_SEG : L0 + L0 / 2;
+    if (L1 <= L0)
+        return DH_OK;
+    dh_align_result_t r2 = {0};
+    q->L = L1;
+    dh_status_t st = dh__run_dp(pl, x, sec, pair, q, &r2);
+    q->L = 0;
+    if (st == DH_ERR_RANGE || st == DH_ERR_STATE) {
+        dh_align_result_free(&r2);
+        return DH_OK;   /* the first alignment stands */
+    }
+    double t1 = 0, t2 = 0;
+    if (st == DH_OK)
+        st = dh__replay_pair(x, s, k, q, r, &t1);
+    if (st == DH_OK)
+        st = dh__replay_pair(x, s, k, q, &r2, &t2);
+    if (st == DH_OK && t2 < t1) {
+        dh_align_result_t t = *r;
+        *r = r2;
+        r2 = t;
+    }
+    dh_align_result_free(&r2);
+    return st;
 }
 
 /* Aligns B phase k with F phase k+1, the pair-th pair of the template, on units. Returns
@@ -437,7 +465,7 @@ static dh_status_t dh__align_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sec
 {
     const dh_plan_phase_t *pb = &s->phases[k], *pf = &s->phases[k + 1];
     dh__pairdp_t q = {x->aops + pb->first, x->aops + pf->first, pb->n, pf->n, NULL, NULL, 0, 0, 1,
-                      NULL, x->mops + pb->first};
+                      NULL, x->mops + pb->first, 0};
     dh_align_result_t r = {0};
     dh_status_t st = dh__pair_need(pl, x, s, k, &q.need);
     if (st == DH_OK)
@@ -446,6 +474,8 @@ static dh_status_t dh__align_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sec
         st = dh__units(pl, q.b, q.nb, &q.cutb, &q.nub);
     if (st == DH_OK)
         st = dh__run_dp(pl, x, sec, pair, &q, &r);
+    if (st == DH_OK && pl->o->max_segment == 0)
+        st = dh__longer_segments(pl, x, s, k, sec, pair, &q, &r);
     if (st == DH_ERR_RANGE)
         dh__warnf(pl, "section %d: phases %d and %d (%zu x %zu units of %zu x %zu ops) are too "
                       "large to align; they run serially", sec, k, k + 1, q.nua, q.nub, q.na,
@@ -463,6 +493,16 @@ static dh_status_t dh__align_pair(const dh__pl_t *pl, dh__sect_t *x, dh_plan_sec
     free(q.cutb);
     free(q.need);
     return st;
+}
+
+/* A serial run of template ops as a group (dh__emit_serial) predicted by its replay. */
+static dh_status_t dh__emit_run(dh__sect_t *x, dh_plan_section_t *s, dh__groups_t *gs,
+                                size_t first, size_t n)
+{
+    double t = n ? dh_tsim_serial(&x->ts, first, n) : 0;
+    if (t < 0)
+        return DH_ERR_NOMEM;
+    return dh__emit_serial(s, gs, first, n, t);
 }
 
 /* Walks the phases in template order: pairs become aligned groups, every maximal run of
@@ -487,7 +527,7 @@ static dh_status_t dh__section_groups(const dh__pl_t *pl, dh__sect_t *x, dh_plan
     for (int k = 0; k < s->nphases && st == DH_OK; k++) {
         const dh_plan_phase_t *ph = &s->phases[k];
         if (room && ph->kind == 'B' && ph->paired_with == k + 1) {
-            st = dh__emit_serial(s, &gs, run_first, run_n, -1);
+            st = dh__emit_run(x, s, &gs, run_first, run_n);
             if (st == DH_OK) {
                 snprintf(what, sizeof(what), "section %d: aligning pair %zu of %zu", sec,
                          done + 1, npairs);
@@ -510,7 +550,7 @@ static dh_status_t dh__section_groups(const dh__pl_t *pl, dh__sect_t *x, dh_plan
         run_n += ph->n;
     }
     if (st == DH_OK)
-        st = dh__emit_serial(s, &gs, run_first, run_n, -1);
+        st = dh__emit_run(x, s, &gs, run_first, run_n);
     if (st != DH_OK) {
         dh__groups_free(&gs);
         return st;
@@ -622,15 +662,18 @@ static int dh__sections(const dh__pl_t *pl, int *sec, int *first_of)
 }
 
 /* A plan that pairs nothing on any rank runs passthrough (scheduler/modes/tracker.c): it costs no
- * memory, not even the workspaces. */
+ * memory, not even the workspaces, and takes the baseline's time. */
 static void dh__no_pairs_no_cost(dh_plan_t *plan)
 {
     for (int k = 0; k < plan->nsections; k++)
         for (int g = 0; g < plan->sections[k].ngroups; g++)
             if (plan->sections[k].groups[g].a_n > 0 && plan->sections[k].groups[g].b_n > 0)
                 return;
-    for (int k = 0; k < plan->nsections; k++)
+    for (int k = 0; k < plan->nsections; k++) {
         plan->sections[k].extra_mem_bytes = 0;
+        plan->sections[k].si_us = plan->sections[k].baseline_us;
+        plan->sections[k].hidden_comm_fraction = 0;
+    }
 }
 
 static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan, uint8_t *refuse, int *again)
@@ -660,7 +703,7 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan, uint8_t *re
         int r = mir.root[s];
         dh__sect_t x = {members, 0, NULL, NULL, 0, 0, ns > 1 ? &ord : NULL,
                         r != s ? root_aops[r] : NULL, mir.match[s], mir.alone[r], {0},
-                        refuse[s], NULL};
+                        refuse[s], NULL, NULL, {0}};
         for (int k = 0; k < pl->n; k++)
             if (sec[k] == s)
                 members[x.nmembers++] = k;
@@ -671,6 +714,8 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan, uint8_t *re
                          x.cache.hits + (size_t)x.cache.n);
         dh__dpcache_free(&x.cache);
         free(x.mops);
+        free(x.tops);
+        dh_tsim_free(&x.ts);
         if (r == s && mir.alone[s] != NULL)
             root_aops[s] = x.aops;  /* what its cluster plans with */
         else

@@ -22,7 +22,11 @@
  *      group's cross-strand barrier (group_cost_us) in its objective. A pair whose best
  *      alignment is not faster than its two phases run serially stays unpaired. Everything
  *      else is serial strand-a work, one group per maximal run (a pair's leading solo-a
- *      step joins the run before it).
+ *      step joins the run before it). Every group is then replayed on the device model
+ *      (timesim.h): its replay is its predicted time, a paired group slower than its two
+ *      strands one after the other is split into them, and what a pair saves (the replay of
+ *      its phases in program order less its groups') is taken off the profiled iteration to
+ *      give the section's predicted time.
  *   5. One order of collectives: NCCL matches collectives by their order on a communicator,
  *      so with several sections (ranks whose templates differ) the DP of the first section
  *      whose pair uses a communicator chooses how the pair interleaves the two strands'
@@ -116,7 +120,9 @@ typedef struct dh_plan_opts {
     double max_extra_mem_bytes;     /* memory bound of the DP; < 0 none (default 2 GiB) */
     int max_segment;                /* L in units, 1..DH_ALIGN_MAX_SEG, or 0 (the default):
                                        8 when neither phase of a pair has more than
-                                       DH_PLAN_LONG_SEG_UNITS units, else 4 */
+                                       DH_PLAN_LONG_SEG_UNITS units, else 4; with 0 each
+                                       pair is aligned once more with 1.5 times that and
+                                       the alignment whose groups replay faster is taken */
     double group_cost_us;           /* host time of one cross-strand barrier (event records
                                        and waits on both physical streams of each framework
                                        stream involved), >= 0 (default DH_PLAN_GROUP_COST_US) */

@@ -6,6 +6,7 @@
 
 #include "memsim.h"
 #include "planner.h"
+#include "timesim.h"
 
 /* A profile's iteration with the statistics over its repetitions. */
 typedef struct dh__tmpl {
@@ -27,6 +28,15 @@ void dh__tmpl_free(dh__tmpl_t *t);
  * (planner.h steps 3 and 4). *out is malloc'ed. Errors: DH_ERR_NOMEM. */
 dh_status_t dh__phases(const dh_prof_op_t *ops, size_t n, dh_plan_phase_t **out, int *nphases);
 
+/* ---- transfer.c ---- */
+
+/* Caps the DP's time of each collective of a pipeline communicator in aops[0..n) (the
+ * template t of profile p) at the lower envelope of that communicator's transfers, latency
+ * plus bytes times the least time per byte: what pairing can hide of a transfer is the
+ * transfer, not its wait for the other stage. Errors: DH_ERR_NOMEM. */
+dh_status_t dh__transfer_times(const dh_profile_t *p, const dh__tmpl_t *t, dh_align_op_t *aops,
+                               size_t n);
+
 /* ---- groups.c: a section's groups ---- */
 
 typedef struct dh__groups {         /* the groups made so far, in execution order */
@@ -42,9 +52,13 @@ dh_status_t dh__emit_serial(dh_plan_section_t *s, dh__groups_t *gs, size_t first
 /* The groups of one aligned pair r: A (strand a) starts at template op a_base, B (strand b)
  * at b_base; cuta and cutb are the units the DP ran on (relative to the phases). A leading
  * solo-a step joins the serial group before it (dh__emit_serial); a paired group's issue
- * order goes unit by unit. Errors: DH_ERR_NOMEM. */
+ * order goes unit by unit. Every group's predicted time is its replay on ts (timesim.h),
+ * and a paired group whose replay is slower than its two strands' replayed one after the
+ * other becomes those two groups (strand a, then strand b): a pair that costs more than it
+ * hides is not made. *sum_us is the sum of the groups' times. Errors: DH_ERR_NOMEM. */
 dh_status_t dh__emit_pair(dh_plan_section_t *s, dh__groups_t *gs, size_t a_base, size_t b_base,
-                          const dh_align_result_t *r, const size_t *cuta, const size_t *cutb);
+                          const dh_align_result_t *r, const size_t *cuta, const size_t *cutb,
+                          dh_tsim_t *ts, double *sum_us);
 void dh__groups_free(dh__groups_t *gs);
 
 /* ---- planmem.c: memory ---- */

@@ -7,13 +7,13 @@ import subprocess
 import analysis
 import pictures
 
-COLS = (("config", 19, "<"), ("layers", 6, ">"), ("TF/s base", 9, ">"), ("SI", 6, ">"),
+COLS = (("config", 24, "<"), ("layers", 6, ">"), ("TF/s base", 9, ">"), ("SI", 6, ">"),
         ("MFU base", 8, ">"), ("SI", 5, ">"), ("speedup", 7, ">"), ("ideal", 5, ">"),
-        ("plan", 5, ">"), ("hidden", 6, ">"), ("+mem", 6, ">"),
+        ("SI bd", 5, ">"), ("plan", 5, ">"), ("p/m", 6, ">"), ("hidden", 6, ">"), ("+mem", 6, ">"),
         ("MiB meas", 8, ">"), ("plan", 5, ">"), ("ratio", 6, ">"), ("plan s", 6, ">"),
         ("exact", 5, ">"), ("paper", 8, ">"))
 # Pipeline-parallel configurations: both schedules, SI on each, and which one to run.
-PP_COLS = (("config", 19, "<"), ("layers", 6, ">"), ("1F1B ms", 9, ">"), ("SI", 6, ">"), ("vpp", 3, ">"),
+PP_COLS = (("config", 24, "<"), ("layers", 6, ">"), ("1F1B ms", 9, ">"), ("SI", 6, ">"), ("vpp", 3, ">"),
            ("interl. ms", 10, ">"), ("vs 1F1B", 7, ">"), ("+SI ms", 9, ">"), ("SI", 6, ">"), ("exact", 5, ">"),
            ("run this", 0, "<"))
 
@@ -39,11 +39,13 @@ def paper_word(r):
 
 def row_cells(r):
     if r.get("speedup") is None:
-        return [r["name"], "%s/%d" % (r.get("layers", "-"), r["layers_full"])] + ["-"] * 13 + \
+        return [r["name"], "%s/%d" % (r.get("layers", "-"), r["layers_full"])] + ["-"] * 15 + \
             [exact_word(r), paper_word(r)]
     return [r["name"], "%d/%d" % (r["layers"], r["layers_full"]), "%.1f" % r["baseline_tflops"],
             "%.1f" % r["si_tflops"], "%.1f%%" % (100 * r["baseline_mfu"]), "%.1f%%" % (100 * r["si_mfu"]),
-            "%.3f" % r["speedup"], f(r.get("ideal_speedup"), "%.2f"), f(r.get("predicted_speedup"), "%.2f"),
+            "%.3f" % r["speedup"], f(r.get("ideal_speedup"), "%.2f"), f(r.get("si_bound_speedup"), "%.2f"),
+            f(r.get("predicted_speedup"), "%.3f"),
+            f(r.get("predicted_vs_measured_speedup"), "%.3f") + ("!" if r.get("time_model_off") else ""),
             f(None if r.get("hidden_comm_fraction") is None else 100 * r["hidden_comm_fraction"], "%.0f%%"),
             "%+.1f%%" % r["extra_mem_pct"], f(r.get("measured_extra_mem_mib"), "%.0f"),
             "%.0f" % r["planned_extra_mem_mib"],
@@ -94,7 +96,9 @@ def print_footer(doc):
     print()
     print("layers: depth of the comparison runs / the model's; TF/s: TFLOP/s per GPU (Megatron's formula);"
           " speedup: baseline / SI iteration time;")
-    print("ideal: baseline / max(compute with interference, communication); plan: the planner's prediction;"
+    print("ideal: baseline / max(compute with interference, communication); SI bd: the part of it pairing can"
+          " reach (bound.py: only inside backward(i)+forward(i+1) windows);")
+    print("plan: the planner's prediction, p/m predicted / measured speedup (! when more than 3% off);"
           " hidden: share of the baseline's")
     print("exposed communication that SI hid; +mem: extra peak device memory, MiB meas the same in MiB, plan the planned MiB, ratio plan/measured (! when more than 10% off); exact: every loss bit-identical"
           " in the small-math run; paper: its speedup (or MFU points)")
@@ -191,8 +195,10 @@ def _what_si_did(rs):
                      "%.1f -> %.1f" % (r["baseline_ms"], r["si_ms"]),
                      "%.1f -> %.1f" % (r["baseline_tflops"], r["si_tflops"]),
                      "%.1f -> %.1f%%" % (100 * r["baseline_mfu"], 100 * r["si_mfu"]),
-                     "%.3fx" % r["speedup"], f(r.get("ideal_speedup"), "%.2fx"),
-                     f(r.get("predicted_speedup"), "%.2fx"),
+                     "%.3fx" % r["speedup"],
+                     "%s (SI: %s)" % (f(r.get("ideal_speedup"), "%.2fx"), f(r.get("si_bound_speedup"), "%.3fx")),
+                     "%s (%s)" % (f(r.get("predicted_speedup"), "%.3fx"),
+                                  f(r.get("predicted_vs_measured_speedup"), "%.3f of measured")),
                      "%s (plan: %s)" % (f(_pct(r.get("hidden_comm_fraction")), "%.0f%%"),
                                         f(_pct(r.get("planned_hidden_comm_fraction")), "%.0f%%")),
                      "%+.1f%%, +%.0f MiB (plan: +%.0f MiB, %s%s)" % (
@@ -201,7 +207,7 @@ def _what_si_did(rs):
                      "%.3f" % r["planning_s"] if r.get("planning_s") is not None else "-",
                      "%s (%s)" % (exact_word(r), r["exactness"].get("layout", "?"))])
     return _md_table(["configuration", "layers", "iteration ms", "TFLOP/s per GPU", "MFU", "speedup",
-                      "ideal bound", "plan's prediction", "exposed comm hidden", "extra peak memory",
+                      "ideal bound (SI-reachable)", "plan's prediction", "exposed comm hidden", "extra peak memory",
                       "planning s", "exact (small-math layout)"], rows)
 
 

@@ -7,7 +7,8 @@
 #   - the plan run interleaved: in DHELIX_STATS, "plan" has paired_groups > 0 and
 #     iterations > 0 on every rank;
 #   - time: "config X: baseline T0 ms, SI T1 ms, speedup S" (virtual time, mean of the
-#     steady iterations); configurations whose communication is exposed require S > 1.
+#     steady iterations); configurations whose communication is exposed require S > 1;
+#     the plan's predicted speedup within 3% of S (SI_TIME_MODEL_TOL, the time model).
 # Scenarios (2 ranks unless noted):
 #   share_mem  tp_sp's model: the plan run reuses captured frees in its own strand and
 #       across strands (DHELIX_STATS pool_reuse_*), exact, and holds less device memory
@@ -513,6 +514,27 @@ print(0 if any(g["a"][1] > 0 and g["b"][1] > 0 for s in p["sections"] for b in s
     fi
   else
     echo "      (speedup reported, not required for $scenario)"
+  fi
+  time_model "$s"
+}
+
+# time_model S: the plan's predicted speedup (its slowest section's baseline over its slowest
+# section's SI time, as scripts/bench reads it) within SI_TIME_MODEL_TOL (3%) of the measured
+# speedup S: the DP chooses pairs by that model, and auto mode accepts plans by it.
+time_model() {
+  local r
+  r=$(python3 -c 'import json,sys
+p=json.load(open(sys.argv[1])); s=float(sys.argv[2]); tol=float(sys.argv[3])
+secs=p["sections"]
+b=max(x.get("baseline_us",0) for x in secs); t=max(x.get("si_us",0) for x in secs)
+pr=b/t if t>0 else 1.0
+print("%s predicted %.3fx, measured %.3fx (predicted/measured %.3f, tolerance %g)" % (
+    "ok" if s > 0 and abs(pr/s-1) <= tol else "FAIL", pr, s, pr/s if s > 0 else 0, tol))' \
+      "$work/plan.json" "$1" "${SI_TIME_MODEL_TOL:-0.03}")
+  if [ "${r%% *}" = ok ]; then
+    pass "time model: ${r#ok }"
+  else
+    fail "time model: ${r#FAIL }" "plan $work/plan.json (dhelix show), baseline $work/base.out, SI $work/si.out"
   fi
 }
 

@@ -4,7 +4,10 @@
  * named "dev D stream S", and a counter "device memory (dev D)" (MiB in use after each
  * allocation and free, at the host's virtual time of the call); a stream named through
  * NVTX has its name after the lane's, and NVTX ranges and marks have lanes of their own
- * (nvtx_trace.c). Times are virtual microseconds. Nothing in it depends on host
+ * (nvtx_trace.c). Each op's args carry its place in the device's issue order ("issue"), the
+ * host time it was issued ("issued") and its time alone ("solo"), so that a reader can match
+ * ops to the program and tell waiting from slowing (scripts/bench.d/planstat.py). Times are
+ * virtual microseconds. Nothing in it depends on host
  * addresses, so two runs of one program write identical files. In the path, %r becomes the
  * global rank and %p the pid; with several ranks and no %r, ".r<rank>" goes before the
  * extension so ranks do not overwrite each other.
@@ -22,6 +25,9 @@ typedef struct trace_rec {
     char args[96];
     int dev, stream, cls;
     double t0, t1;
+    uint64_t issue;     /* the op's place in the device's issue order */
+    double t_issue;     /* host virtual time of its issue */
+    double solo;        /* its time alone (the profile's cost) */
 } trace_rec_t;
 
 static trace_rec_t *recs; /* guarded by the device lock */
@@ -55,6 +61,9 @@ void vg__trace_op(const vg_op_t *op)
     r->cls = op->cls;
     r->t0 = op->t_start;
     r->t1 = op->t_end;
+    r->issue = op->seq;
+    r->t_issue = op->t_issue;
+    r->solo = op->solo_ns;
     if (r->stream < 8192) {
         lanes[r->dev][r->stream / 8] |= (char)(1 << (r->stream % 8));
     }
@@ -141,9 +150,10 @@ void vg__trace_write(void)
         fprintf(f, ",\n{\"name\":");
         json_str(f, r->name[0] ? r->name : r->api);
         fprintf(f, ",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-                "\"args\":{\"api\":\"%s\"%s%s}}",
+                "\"args\":{\"api\":\"%s\",\"issue\":%llu,\"issued\":%.3f,\"solo\":%.3f%s%s}}",
                 class_name(r->cls), rank, r->dev * 10000 + r->stream, r->t0 / 1e3,
-                (r->t1 - r->t0) / 1e3, r->api, r->args[0] ? "," : "", r->args);
+                (r->t1 - r->t0) / 1e3, r->api, (unsigned long long)r->issue, r->t_issue / 1e3,
+                r->solo / 1e3, r->args[0] ? "," : "", r->args);
     }
     vg__mem_trace_write(f, rank);
     vg__nvtx_trace_write(f, rank);
