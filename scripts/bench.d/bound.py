@@ -18,33 +18,7 @@ time). The SI bound is T / (T - sum of reachable_w), T the profiled iteration.
 """
 import json
 
-
-def _union(iv):
-    out = []
-    for a, b in sorted(iv):
-        if out and a <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], b)
-        else:
-            out.append([a, b])
-    return out
-
-
-def _length(iv):
-    return sum(b - a for a, b in iv)
-
-
-def _intersect(x, y):
-    i = j = 0
-    total = 0.0
-    while i < len(x) and j < len(y):
-        a, b = max(x[i][0], y[j][0]), min(x[i][1], y[j][1])
-        if b > a:
-            total += b - a
-        if x[i][1] < y[j][1]:
-            i += 1
-        else:
-            j += 1
-    return total
+from tracestat import _intersect, _length, _union  # the trace's interval helpers
 
 
 def _profile_ops(prof):
