@@ -256,11 +256,16 @@ static void dh__match_p2p(dh__g_t *g, int s, int c, dh__pcall_t *mine, dh__pcall
                 dh__join(g->uf, mine[a++].v, theirs[b++].v);
             }
             if (a < n || b < m) {
+                long na = 0, nb = 0;
+                for (long i2 = 0; i2 < n; i2++)
+                    na += mine[i2].peer == peer && mine[i2].dir == out;
+                for (long i2 = 0; i2 < m; i2++)
+                    nb += theirs[i2].peer == pc->rank && theirs[i2].dir == in;
                 char why[200];
-                snprintf(why, sizeof(why), "do not mirror the peer's: their %s rank %d of the "
-                         "communicator differ in number from rank %d's %s them",
-                         d ? "receives from" : "sends to", peer, peer,
-                         d ? "sends to" : "receives from");
+                snprintf(why, sizeof(why), "do not mirror the peer's: %ld %s %s rank %d of "
+                         "the communicator, which %s %ld %s it", na, d ? "receive(s)" : "send(s)",
+                         d ? "from" : "to", peer, d ? "sends" : "receives", nb,
+                         d ? "to" : "from");
                 dh__unproven(g, s, c, why);
                 return;
             }
@@ -433,14 +438,18 @@ static size_t dh__sequence(const dh__g_t *g, int s, int cut, size_t *seq, uint8_
     return n;
 }
 
-/* One op of the report: "rank R (section S) op I 'NAME' on 'COMM'". */
+/* One op of the report: "rank R (section S) op I 'NAME' (P2P) on 'COMM'", P2P its
+ * point-to-point calls and peers where the profile lists them. */
 static void dh__say_op(const dh__g_t *g, size_t v, char *out, size_t n)
 {
     const dh__mv_sect_t *x = &g->x[g->node[v].sec];
     const dh_prof_op_t *o = &x->tops[g->node[v].op];
     const char *comm = o->comm >= 0 && o->comm < x->p->ncomms ? x->p->comms[o->comm].name : "?";
-    snprintf(out, n, "rank %d (section %d) op %zu '%s' on '%s'", x->p->rank, x->sec,
-             g->node[v].op, o->name, comm);
+    int w = snprintf(out, n, "rank %d (section %d) op %zu '%s'%s%s%s on '%s'", x->p->rank,
+                     x->sec, g->node[v].op, o->name, o->p2p[0] ? " (" : "", o->p2p,
+                     o->p2p[0] ? ")" : "", comm);
+    if (w < 0 && n > 0)
+        out[0] = '\0';   /* a report cut short says less, never garbage */
 }
 
 /* Depth-first search for a cycle over the union-find representatives. Edges: each
@@ -531,7 +540,7 @@ static void dh__say_cycle(const dh__g_t *g, const dh__adj_t *adj, const size_t *
                           size_t ncyc, const int *cut, int nsec, char *why, size_t n)
 {
     size_t at = 0;
-    char a[200], b[200];
+    char a[320], b[320];
     at += (size_t)snprintf(why, n, "a cycle of %zu waits (sections in plan order up to pair:",
                            ncyc);
     for (int s = 0; s < nsec && at < n; s++)
