@@ -27,6 +27,7 @@
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 #include "ptsz.h" /* declared by the headers only under per-thread compilation */
 #include "entry_protos.h" /* likewise, for the generated wrappers */
+#include "nccl_dev.h"      /* ncclDevCommCreate/Destroy: declared for CUDA C++ only */
 
 /* cudaGetDriverEntryPoint is deprecated in CUDA 13 but still exported and called: the
  * wrapper table below takes its address. */
