@@ -657,6 +657,19 @@
 #define DH_HOOKS_GEN_LEGACY(X) DH_HOOKS_GEN_CUBLAS_LEGACY(X) \
     DH_HOOKS_GEN_CUBLAS_LEGACY_VOID(X) DH_HOOKS_GEN_CUBLAS_LEGACY_VALUE(X)
 
-#define DH_HOOKS_ALL(X) DH_HOOKS_HAND(X) DH_HOOKS_GEN(X) DH_HOOKS_GEN_LEGACY(X)
+/* The driver's old ABI (the names libcuda exports for programs built against an older
+ * toolkit and that cuGetProcAddress hands out for an older version; cuda.h declares them
+ * under __CUDA_API_VERSION_INTERNAL): in a translation unit of their own
+ * (wrap_gen_oldabi.c), because everywhere else cuda.h maps these names onto the current
+ * ones. The four below are written by hand there, like their current forms; the rest
+ * (DH_HOOKS_GEN_CUDA_OLDABI) drain and forward. */
+#define DH_HOOKS_CUDA_OLDABI(X)                                                             \
+    X(CUDA, CUresult, cuStreamBeginCapture, (CUstream hStream), (hStream))                  \
+    X(CUDA, CUresult, cuStreamBeginCapture_ptsz, (CUstream hStream), (hStream))             \
+    X(CUDA, CUresult, cuStreamDestroy, (CUstream hStream), (hStream))                       \
+    X(CUDA, CUresult, cuEventDestroy, (CUevent hEvent), (hEvent))
+#define DH_HOOKS_OLDABI(X) DH_HOOKS_CUDA_OLDABI(X) DH_HOOKS_GEN_CUDA_OLDABI(X)
+
+#define DH_HOOKS_ALL(X) DH_HOOKS_HAND(X) DH_HOOKS_GEN(X) DH_HOOKS_GEN_LEGACY(X) DH_HOOKS_OLDABI(X)
 
 #endif

@@ -57,7 +57,10 @@ CLASSES = ["wrapped", "generated", "host-only", "internal", "twin"]
 def cuda_h_functions(cc, include, interop_types):
     names = set()
     src = "".join("#include <%s>\n" % h for h in DRIVER_HEADERS)
-    for extra in ([], ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"]):
+    # Current names, per-thread names, and the old ABI (__CUDA_API_VERSION_INTERNAL: the
+    # names libcuda exports for programs built against an older toolkit).
+    for extra in ([], ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"],
+                  ["-D__CUDA_API_VERSION_INTERNAL"]):
         text = subprocess.run([cc, "-E", "-P", "-x", "c"] + extra +
                               ["-I", include, "-idirafter", interop_types, "-"],
                               input=src, check=True, capture_output=True,
@@ -121,6 +124,13 @@ def main():
             required.setdefault(n, short)
     for n in cuda_h_functions(env("CC"), env("CUDA_INCLUDE"), env("INTEROP_TYPES")):
         required.setdefault(n, "cuda.h")
+    # libcuda itself is the GPU driver's, absent here; the toolkit's link stub exports
+    # the same names (old ABI included).
+    stub = os.path.join(env("CUDA_LIBDIR"), "stubs", "libcuda.so")
+    if os.path.exists(stub):
+        for n in nm_functions(stub):
+            required.setdefault(n, "cuda")
+
     for n, where in sorted(required.items()):
         if n.startswith("pnccl"):
             twin = n[1:]
@@ -156,7 +166,7 @@ def main():
     print("shim.entry_points: %d functions (exports of the four libraries and cuda.h's "
           "declarations)" % total)
     print("%-9s %6s %8s %10s %10s %9s %5s" % (("from", "total") + tuple(CLASSES)))
-    rows = [l[0] for l in LIBS] + ["cuda.h"]
+    rows = [l[0] for l in LIBS] + ["cuda.h", "cuda"]
     for where in rows + ["all"]:
         c = counts.get(where, {}) if where != "all" else {
             k: sum(counts.get(w, {}).get(k, 0) for w in rows) for k in CLASSES}
