@@ -4,7 +4,7 @@
 # VGPU_HAZARD=abort, and keeps its files under build/si/<scenario>.
 #   configurations: tp_sp pp_1f1b pp_tp cp dp_ogr moe_ep (exactness, interleaving, speedup)
 #   moe_ep_dyn: MoE whose iterations differ in op count (unpaired where they differ, exact)
-#   pp_vpp pp4_tp_vpp_nooverlap: Megatron's interleaved 1F1B with and without
+#   pp_vpp pp4_tp_vpp pp4_tp_vpp_nooverlap: Megatron's interleaved 1F1B with and without
 #     overlap_p2p_comm through profile, plan and plan run: with it, posts moved across
 #     communicators, every rank pairs, exact, faster than the interleaved baseline; without
 #     it exact (a device synchronisation after every exchange: nothing pairs)
@@ -39,10 +39,7 @@ if(NOT DH_HAVE_MPI) # every scenario starts several ranks under mpiexec (cmake/D
   return()
 endif()
 set(_si_dir ${CMAKE_CURRENT_SOURCE_DIR}/si)
-# pp4_tp_vpp (4 stages, moves) is not registered: since the tracker starts an iteration only
-# after a synchronisation that follows the template's last op (issue 27), its middle stages
-# vote no in every iteration and pair nothing (exact; tests/si/e2e.sh pp4_tp_vpp by hand).
-set(_si_scenarios tp_sp tp_sp_init pp_1f1b pp_tp pp_vpp cp_pp_vpp pp4_tp_vpp_nooverlap cp dp_ogr moe_ep
+set(_si_scenarios tp_sp tp_sp_init pp_1f1b pp_tp pp_vpp cp_pp_vpp pp4_tp_vpp pp4_tp_vpp_nooverlap cp dp_ogr moe_ep
     moe_ep_dyn
     desync_extra desync_missing desync_shape
     bad_plan_json bad_plan_version bad_plan_model bad_plan_layout bad_plan_world bad_plan_truncated

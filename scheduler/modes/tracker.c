@@ -77,9 +77,9 @@ static struct {
     int settled;                      /* the rest of this iteration runs in program order */
     dh_unpaired_t why;                /* ... because of this (pairing.h) */
     uint64_t no_due;                  /* 1 + the key of a "no" to cast, 0 none */
-    uint64_t restart_until;           /* an iteration begun diverged at its first op
-                                         (dh__begin_diverged): a restart at a boundary up to
-                                         this many ops seen is that iteration's; 0 none */
+    uint64_t start_op;                /* ops of the program before the last counted start */
+    int start_open;                   /* that start's iteration is iter_no's (a false start
+                                         uncounted it: 0); see dh__restart_same */
     int seq_due;                      /* what is held must go out in program order */
 } dh__t;
 
@@ -274,6 +274,9 @@ static int dh__match(const dh_plan_cursor_t *p, const dh_op_desc_t *d)
     return t->sig == d->sig && (t->shape_dynamic || t->shape == d->shape);
 }
 
+/* Ops of the program the tracker has seen, this one not yet counted. Lock held. */
+static uint64_t dh__ops_seen(void) { return dh__t.st.matched_ops + dh__t.st.unmatched_ops; }
+
 static void dh__set_release(uint64_t r)
 {
     if (r > dh__s.release)
@@ -408,6 +411,8 @@ static int dh__take(dh_op_t *op, const dh_op_desc_t *d)
         dh__t.probing = !dh__t.checked;
         dh__t.probe_src = -1;
         dh__t.iter_no++;
+        dh__t.start_op = dh__ops_seen();
+        dh__t.start_open = 1;
         dh__t.vpi = 0;
         dh__t.sub = 0;
         dh__t.settled = 0;
@@ -501,19 +506,39 @@ static void dh__begin_diverged(void)
     dh__t.settled = 0;
     dh__settle(1, DH_UNPAIRED_DESYNC);
     /* The template's first op may still come after a host synchronisation of the same
-     * iteration (a rank that synchronises before its loop's first op): that restart, before
-     * the ops of the template's first pair could have come, is this iteration again. */
-    dh__t.restart_until = dh__t.st.matched_ops + dh__t.st.unmatched_ops + 1 +
-                          (dh__t.nvp > 0 ? dh__t.vp[0].c0 : 0);
+     * iteration (a rank that synchronises before its loop's first op): that restart is this
+     * iteration again (dh__restart_same). */
+    dh__t.start_op = dh__ops_seen();
+    dh__t.start_open = 1;
 }
 
 /* Lock held, resynchronising at a boundary: 1 when the iteration that starts here is the
- * one begun diverged (dh__begin_diverged), already counted and said no to. */
+ * one counted last (already counted, and said no to when it was abandoned), not a new one.
+ *
+ * The rule for where an iteration starts, which keys the ranks' votes (issues 27 and 29):
+ * a start right after an iteration this rank followed to its end, or at the program's start
+ * (or auto mode's switch), counts at once, on every rank alike; so does a start while
+ * searching (after a desync, or after a first iteration that differed) that comes at least
+ * half a template's worth of ops after the last counted start. A start while searching
+ * that comes sooner cannot be the next iteration (the program's iterations are the
+ * template's length, within the few ops a divergence adds or removes): it is a
+ * synchronisation inside the iteration counted last whose next op looks like the
+ * template's first (pipeline stages synchronise at different points: the last op of the
+ * interleaved template is an event record, which ends many exchanges), or that iteration
+ * restarted after ops of this rank's own (dh__begin_diverged). Either way it is that
+ * iteration again: it keeps its number and, when it was abandoned after a "no" (a desync,
+ * the probe), runs in program order without a vote. Counted as new, they put stages 0, 1
+ * and 3 of a 4-stage interleaved pipeline (si.pp4_tp_vpp) one iteration ahead of stage 2
+ * from their first iteration on: the first vote timed out, and nothing paired after it. A
+ * false start late in an iteration (past half a template) counts and says no to its number;
+ * the real start that follows comes within half a template of it and is that number again,
+ * so the keys stay alike and that iteration runs unpaired. A start only confirmed
+ * by the ops that follow it (5dedf45: 64 ops) cannot serve here: a rank that diverges
+ * early in an iteration its peers follow (si.sweep_tpdp_*_a: right after its first op, or
+ * after the first layer) must count it where they do. */
 static int dh__restart_same(void)
 {
-    uint64_t until = dh__t.restart_until;
-    dh__t.restart_until = 0;
-    return until && dh__t.st.matched_ops + dh__t.st.unmatched_ops <= until;
+    return dh__t.start_open && dh__ops_seen() - dh__t.start_op < dh__t.nops / 2;
 }
 
 static void dh__note_desync(const dh_op_desc_t *d, const dh_op_t *op)
@@ -582,6 +607,7 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
              * vary with the data) is one, and its peers may wait for this rank's vote on
              * it: it says no (below), and every rank runs it in program order. */
             dh__t.iter_no--;
+            dh__t.start_open = 0; /* the restart is a new start, counted as such */
         } else if (dh__t.cur.c > 0) {
             dh__settle(1, DH_UNPAIRED_DESYNC);
         } else if (dh__t.agree && dh__t.iters_tracked > 0) {
@@ -626,13 +652,18 @@ void dh_tracker_assign(dh_op_t *op, const dh_op_desc_t *d, int *flush)
         dh__t.state = DH__T_TRACK;
         dh__t.warned_episode = 0;
         dh__t.iters_tracked = 0;
-        int same = dh__restart_same();
+        int same = dh__restart_same(), was_settled = dh__t.settled;
+        dh_unpaired_t why = dh__t.why;
+        uint64_t start_op = dh__t.start_op;
         if (same)
             dh__t.iter_no--; /* dh__take counts it again */
         *flush = dh__take(op, d);
         if (same) {
-            dh__t.settled = 0;
-            dh__settle(1, DH_UNPAIRED_DESYNC); /* its peers heard no already: again */
+            dh__t.start_op = start_op; /* the window stays the first start's */
+            /* Its peers heard this rank's no on it already (the probe's dh__take casts it
+             * again, on the same key): program order, no vote. */
+            if (was_settled)
+                dh__settle(0, why);
         }
         return;
     }

@@ -9,7 +9,9 @@
  * program order), and the tracker re-synchronises at the next iteration boundary: the
  * template's first op among the first few ops after a host synchronisation that followed
  * the template's last op (tracker.c DH__START_SLACK: ops a rank adds of its own there do
- * not move its iteration count, which keys the ranks' votes). A plan none of whose iterations
+ * not move its iteration count, which keys the ranks' votes); such a start less than half a
+ * template's worth of ops after the last counted one is that iteration again, not a new one
+ * (tracker.c dh__restart_same says why). A plan none of whose iterations
  * match within three iterations' worth of ops (or by exit) is reported once as a plan for
  * another program, and the tracker stops matching.
  *
