@@ -128,10 +128,7 @@ DH_HOOK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStrea
     cudaError_t rc = real_(devPtr, size, s);
     /* Memory the shim holds is given back before the program is told it has none
      * (DESIGN.md invariant 11). */
-    if (rc == cudaErrorMemoryAllocation && dh_sched_mirroring() && dh_sched_alloc_failed(size)) {
-        rc = real_(devPtr, size, s);
-        dh_sched_alloc_retried(rc == cudaSuccess);
-    }
+    DH_SCHED_RETRY_ALLOC(rc, cudaErrorMemoryAllocation, size, real_(devPtr, size, s));
     if (rc == cudaSuccess && dh_sched_mirroring())
         dh_sched_alloc_note(*devPtr, size);
     dh__hook_leave();
@@ -265,10 +262,7 @@ DH_HOOK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     DH_WRAP_ENTER(CUDART, cudaError_t, cudaMalloc);
     cudaError_t rc = real_(devPtr, size);
-    if (rc == cudaErrorMemoryAllocation && dh_sched_mirroring() && dh_sched_alloc_failed(size)) {
-        rc = real_(devPtr, size);
-        dh_sched_alloc_retried(rc == cudaSuccess);
-    }
+    DH_SCHED_RETRY_ALLOC(rc, cudaErrorMemoryAllocation, size, real_(devPtr, size));
     if (rc == cudaSuccess && devPtr && dh_sched_mirroring())
         dh_memtab_add((uintptr_t)*devPtr, size, dh_sched_stamp(), -1);
     dh__hook_leave();

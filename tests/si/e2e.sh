@@ -1489,6 +1489,7 @@ case $scenario in
   jitter) set -- jitter ;;
   fullmem_1m) set -- fullmem 1048576 1m ;;
   fullmem_64m) set -- fullmem 67108864 64m ;;
+  fullmem_bench) set -- fullmem_bench ;;
   share_mem) set -- share_mem ;;
   mem_bound) set -- mem_bound ;;
   rotated_plan) set -- rotated_plan ;;
