@@ -305,6 +305,40 @@ static uint64_t dh__nmix(uint64_t h, uint64_t v)
     return h;
 }
 
+/* The point-to-point calls of a call or group and their peers (dh_op_desc_t.p2p), what the
+ * planner's proof matches across ranks: NCCL pairs a rank's sends to a peer with that
+ * peer's receives from it in issue order, per communicator (NVIDIA/nccl
+ * src/enqueue.cc, the per-peer p2p task queues), whatever else the group holds. "?" when
+ * the list does not fit, or the group also holds collectives or another communicator's
+ * calls: the proof then refuses to match it. */
+static void dh__nccl_p2p(const dh__nccl_pl_t *p, dh_op_desc_t *d)
+{
+    size_t at = 0;
+    int coll = 0, over = 0;
+    const void *reg = NULL;
+    d->p2p[0] = '\0';
+    for (int i = 0; i < p->n && !over; i++) {
+        const dh_nccl_call_t *c = &p->calls[i];
+        if (dh__is_marker(c))
+            continue;
+        if (reg != NULL && c->reg != reg)
+            over = 1;
+        reg = c->reg;
+        if (c->kind != DH_NCCL_SEND && c->kind != DH_NCCL_RECV) {
+            coll = 1;
+            continue;
+        }
+        int w = snprintf(d->p2p + at, sizeof d->p2p - at, "%s%c%d", at ? " " : "",
+                         c->kind == DH_NCCL_SEND ? 's' : 'r', c->root);
+        if (w < 0 || (size_t)w >= sizeof d->p2p - at)
+            over = 1;
+        else
+            at += (size_t)w;
+    }
+    if (over || (coll && at > 0))
+        snprintf(d->p2p, sizeof d->p2p, "?");
+}
+
 static void dh__nccl_describe(const dh_op_t *op, dh_op_desc_t *d)
 {
     const dh__nccl_pl_t *p = (const dh__nccl_pl_t *)op->payload;
@@ -327,6 +361,7 @@ static void dh__nccl_describe(const dh_op_t *op, dh_op_desc_t *d)
     }
     d->sig = sig;
     d->shape = shape;
+    dh__nccl_p2p(p, d);
     if (!first) {
         snprintf(d->name, sizeof d->name, "nccl Group 0");
         return;

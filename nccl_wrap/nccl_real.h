@@ -23,6 +23,7 @@
 #include <nccl.h>
 
 #include "hook_list.h"
+#include "nccl_dev.h"
 
 /* nccl.h declares these without a prototype; C11 code needs one. */
 ncclResult_t ncclGroupStart(void);

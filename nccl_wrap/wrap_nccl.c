@@ -262,6 +262,12 @@ DH_HOOK_EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
     X(NCCL, ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win), \
       (comm, win))                                                                     \
     X(NCCL, ncclResult_t, ncclMemFree, (void *ptr), (ptr))                             \
+    X(NCCL, ncclResult_t, ncclDevCommCreate,                                           \
+      (ncclComm_t comm, const struct ncclDevCommRequirements *reqs,                    \
+       struct ncclDevComm *outDevComm),                                                \
+      (comm, reqs, outDevComm))                                                        \
+    X(NCCL, ncclResult_t, ncclDevCommDestroy,                                          \
+      (ncclComm_t comm, const struct ncclDevComm *devComm), (comm, devComm))           \
     X(NCCL, ncclResult_t, ncclCommFinalize, (ncclComm_t comm), (comm))                 \
     X(NCCL, ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags),          \
       (comm, revokeFlags))

@@ -532,7 +532,8 @@
     DH_HOOKS_CUDA_DESTROY(X) DH_HOOKS_CUDA_GRAPHCAP(X) DH_HOOKS_CUDA_ALLOC(X)
 
 /* NCCL (nccl_wrap/): the whole API of nccl.h 2.28 but the deprecated ncclResetDebugInit,
- * which the header itself says is not part of the API. Every wrapper forwards to the
+ * which the header itself says is not part of the API, and the device API's
+ * ncclDevCommCreate/Destroy (nccl_wrap/nccl_dev.h declares them for C). Every wrapper forwards to the
  * library's pncclX, its profiling-interface twin (ncclX where a library has no pncclX;
  * nccl_wrap/nccl_real.h), so a wrapper never re-enters another ncclX definition. By what
  * a wrapper does when the mode defers:
@@ -645,7 +646,13 @@
       (comm, buff, size, win, winFlags))                                                    \
     X(NCCL, ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win),    \
       (comm, win))                                                                          \
-    X(NCCL, ncclResult_t, ncclMemFree, (void *ptr), (ptr))
+    X(NCCL, ncclResult_t, ncclMemFree, (void *ptr), (ptr))                                  \
+    X(NCCL, ncclResult_t, ncclDevCommCreate,                                                \
+      (ncclComm_t comm, const struct ncclDevCommRequirements *reqs,                         \
+       struct ncclDevComm *outDevComm),                                                     \
+      (comm, reqs, outDevComm))                                                             \
+    X(NCCL, ncclResult_t, ncclDevCommDestroy,                                               \
+      (ncclComm_t comm, const struct ncclDevComm *devComm), (comm, devComm))
 
 #define DH_HOOKS_NCCL_FORWARD(X)                                                            \
     X(NCCL, ncclResult_t, ncclGetVersion, (int *version), (version))                        \
@@ -680,6 +687,19 @@
 #define DH_HOOKS_GEN_LEGACY(X) DH_HOOKS_GEN_CUBLAS_LEGACY(X) \
     DH_HOOKS_GEN_CUBLAS_LEGACY_VOID(X) DH_HOOKS_GEN_CUBLAS_LEGACY_VALUE(X)
 
-#define DH_HOOKS_ALL(X) DH_HOOKS_HAND(X) DH_HOOKS_GEN(X) DH_HOOKS_GEN_LEGACY(X)
+/* The driver's old ABI (the names libcuda exports for programs built against an older
+ * toolkit and that cuGetProcAddress hands out for an older version; cuda.h declares them
+ * under __CUDA_API_VERSION_INTERNAL): in a translation unit of their own
+ * (wrap_gen_oldabi.c), because everywhere else cuda.h maps these names onto the current
+ * ones. The four below are written by hand there, like their current forms; the rest
+ * (DH_HOOKS_GEN_CUDA_OLDABI) drain and forward. */
+#define DH_HOOKS_CUDA_OLDABI(X)                                                             \
+    X(CUDA, CUresult, cuStreamBeginCapture, (CUstream hStream), (hStream))                  \
+    X(CUDA, CUresult, cuStreamBeginCapture_ptsz, (CUstream hStream), (hStream))             \
+    X(CUDA, CUresult, cuStreamDestroy, (CUstream hStream), (hStream))                       \
+    X(CUDA, CUresult, cuEventDestroy, (CUevent hEvent), (hEvent))
+#define DH_HOOKS_OLDABI(X) DH_HOOKS_CUDA_OLDABI(X) DH_HOOKS_GEN_CUDA_OLDABI(X)
+
+#define DH_HOOKS_ALL(X) DH_HOOKS_HAND(X) DH_HOOKS_GEN(X) DH_HOOKS_GEN_LEGACY(X) DH_HOOKS_OLDABI(X)
 
 #endif

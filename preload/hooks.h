@@ -39,11 +39,12 @@ typedef enum dh_hook_id {
 } dh_hook_id_t;
 
 /* Where the id ranges of DH_HOOKS_ALL begin: the hand-written wrappers, then the generated
- * ones (wrap_gen.h), the legacy cuBLAS API last. */
+ * ones (wrap_gen.h), the legacy cuBLAS API, the driver's old ABI last. */
 #define DH__HOOK_ONE(lib, ret, name, params, args) +1
 enum {
     DH_HOOK_HAND_COUNT = 0 DH_HOOKS_HAND(DH__HOOK_ONE),
-    DH_HOOK_LEGACY_FIRST = DH_HOOK_HAND_COUNT DH_HOOKS_GEN(DH__HOOK_ONE)
+    DH_HOOK_LEGACY_FIRST = DH_HOOK_HAND_COUNT DH_HOOKS_GEN(DH__HOOK_ONE),
+    DH_HOOK_OLDABI_FIRST = DH_HOOK_LEGACY_FIRST DH_HOOKS_GEN_LEGACY(DH__HOOK_ONE)
 };
 #undef DH__HOOK_ONE
 

@@ -27,6 +27,7 @@
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
 #include "ptsz.h" /* declared by the headers only under per-thread compilation */
 #include "entry_protos.h" /* likewise, for the generated wrappers */
+#include "nccl_dev.h"      /* ncclDevCommCreate/Destroy: declared for CUDA C++ only */
 
 /* cudaGetDriverEntryPoint is deprecated in CUDA 13 but still exported and called: the
  * wrapper table below takes its address. */
@@ -50,7 +51,9 @@ void *dh_hook_wrapper(dh_hook_id_t id)
 {
     if ((unsigned)id < (unsigned)DH_HOOK_LEGACY_FIRST)
         return dh__wrappers[id];
-    return (unsigned)id < DH_HOOK_COUNT ? dh__legacy_wrappers[(unsigned)id - (unsigned)DH_HOOK_LEGACY_FIRST] : NULL;
+    if ((unsigned)id < (unsigned)DH_HOOK_OLDABI_FIRST)
+        return dh__legacy_wrappers[(unsigned)id - (unsigned)DH_HOOK_LEGACY_FIRST];
+    return (unsigned)id < DH_HOOK_COUNT ? dh__oldabi_wrappers[(unsigned)id - (unsigned)DH_HOOK_OLDABI_FIRST] : NULL;
 }
 
 /* The ids sorted by name, for dh_hook_find: dlsym and cuGetProcAddress ask for every name
@@ -110,19 +113,27 @@ void *dh__dlsym_substitute(const char *name, void *p) { return dh__substitute(na
 
 /* ---- cuGetProcAddress ---- */
 
-/* The exported name the real driver handed out a pointer for: the symbol asked for, its
- * _v2 form, and its _ptsz form under the per-thread flag. */
+/* The exported name the real driver handed out a pointer for, found by address among the
+ * forms of the symbol asked for: the plain name (the old ABI where a newer form exists:
+ * cuMemcpyHtoD for a version before 3.2, cuStreamWaitValue32 before 11.7, both wrapped in
+ * wrap_gen_oldabi.c), its _v2.._v4 forms, and each of those with _ptsz or _ptds (the
+ * per-thread default stream flag). The driver picks the form by the version asked for
+ * (cudaTypedefs.h, PFN_<name>_v<version>); matching by address hands out the wrapper of
+ * exactly the form it picked, whatever the version. */
 static void *dh__proc_substitute(const char *symbol, cuuint64_t flags, void *p)
 {
     char name[128];
-    const char *suffixes[] = {"", "_v2", "_ptsz", "_v2_ptsz"};
-    for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
-        if ((size_t)snprintf(name, sizeof name, "%s%s", symbol, suffixes[i]) >= sizeof name)
-            return p;
-        void *w = dh__substitute(name, p);
-        if (w != p)
-            return w;
-    }
+    static const char *const versions[] = {"", "_v2", "_v3", "_v4"};
+    static const char *const streams[] = {"", "_ptsz", "_ptds"};
+    for (size_t v = 0; v < sizeof versions / sizeof versions[0]; v++)
+        for (size_t s = 0; s < sizeof streams / sizeof streams[0]; s++) {
+            if ((size_t)snprintf(name, sizeof name, "%s%s%s", symbol, versions[v], streams[s]) >=
+                sizeof name)
+                return p;
+            void *w = dh__substitute(name, p);
+            if (w != p)
+                return w;
+        }
     (void)flags;
     return p;
 }

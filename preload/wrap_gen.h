@@ -26,5 +26,7 @@ void dh__gen_done(int drained);
 
 /* The legacy TU's wrapper addresses, in DH_HOOKS_GEN_LEGACY order (wrap_gen_legacy.c). */
 extern void *const dh__legacy_wrappers[];
+/* The driver's old-ABI wrapper addresses, in DH_HOOKS_OLDABI order (wrap_gen_oldabi.c). */
+extern void *const dh__oldabi_wrappers[];
 
 #endif

@@ -24,16 +24,16 @@ dh_add_test(NAME shim.membound COMMAND shim_test_membound LABELS shim plan asan 
 # them with dlsym, so --no-as-needed keeps the library it never references directly).
 add_library(shim_fakedrv SHARED ${_shim_dir}/fakedrv.c)
 set_target_properties(shim_fakedrv PROPERTIES OUTPUT_NAME dh_fakedrv C_VISIBILITY_PRESET hidden)
-target_include_directories(shim_fakedrv PRIVATE ${PROJECT_SOURCE_DIR}/preload)
+target_include_directories(shim_fakedrv PRIVATE ${PROJECT_SOURCE_DIR}/preload ${PROJECT_SOURCE_DIR}/nccl_wrap)
 target_link_libraries(shim_fakedrv PRIVATE dh::cuda_headers dh::entry_list)
 add_executable(shim_child ${_shim_dir}/child.c)
 target_include_directories(shim_child PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include
-                           ${PROJECT_SOURCE_DIR}/preload)
+                           ${PROJECT_SOURCE_DIR}/preload ${PROJECT_SOURCE_DIR}/nccl_wrap)
 target_link_libraries(shim_child PRIVATE dh::real_cuda dh::entry_list Threads::Threads
                       ${CMAKE_DL_LIBS})
 add_executable(shim_child_nodrv ${_shim_dir}/child.c)
 target_include_directories(shim_child_nodrv PRIVATE ${PROJECT_SOURCE_DIR}/tests/vgpu/include
-                           ${PROJECT_SOURCE_DIR}/preload)
+                           ${PROJECT_SOURCE_DIR}/preload ${PROJECT_SOURCE_DIR}/nccl_wrap)
 target_link_libraries(shim_child_nodrv PRIVATE dh::cuda_headers dh::entry_list ${DH_REAL_cudart}
                       ${DH_REAL_cublas} ${DH_REAL_cublasLt} shim_fakedrv Threads::Threads
                       ${CMAKE_DL_LIBS})
@@ -120,6 +120,7 @@ dh_add_test(NAME shim.entry_points
       "DH_TEST_HOST_ONLY=${PROJECT_SOURCE_DIR}/preload/entries/host_only.txt"
       "DH_TEST_ENTRY_TABLE=${DH_ENTRY_TABLE}" "DH_TEST_CUDA_LIBDIR=${_ep_cuda_dir}"
       "DH_TEST_NCCL_LIBDIR=${_ep_nccl_dir}" "DH_TEST_CUDA_INCLUDE=${DH_CUDA_INCLUDE}"
+      "DH_TEST_NCCL_INCLUDE=${DH_NCCL_ROOT}/include" "DH_TEST_INTEROP_TYPES=${DH_ENTRY_DIR}/interop"
       "DH_TEST_CC=${CMAKE_C_COMPILER}")
 # The generator itself, on small headers the test writes (rules and refusals).
 dh_add_test(NAME shim.gen_entries

@@ -368,6 +368,8 @@ uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
     r.comm = dh__comm_index(d->comm);
     r.bytes = d->bytes;
     r.flops = d->flops;
+    _Static_assert(sizeof r.p2p == sizeof d->p2p, "dh_prof_op_t.p2p holds dh_op_desc_t.p2p");
+    memcpy(r.p2p, d->p2p, sizeof r.p2p);
     r.us = r.start_us = -1;
     r.mem = op->kind == DH_OP_FREE_ASYNC ? -(int64_t)op->free_bytes : mem;
     r.sync_before = dh__pr.pending_sync;

@@ -20,6 +20,7 @@
     X(DRAIN_GENERATED, "drain_generated", "the generated wrappers (wrap_gen.h) do not drain") \
     X(FREE_ORDER, "free_order", "a stream-ordered free is issued at once, ahead of the queued uses") \
     X(POOL_BARRIER, "pool_barrier", "the other strand reuses a parked block with no barrier after its free") \
+    X(GRAPH_BARRIER, "graph_barrier", "a graph launch (GRAPH_LAUNCH) has an empty footprint: two-strand execution orders nothing around it") \
     X(NCCL_ORDER, "nccl_order", "NCCL ops of different streams are not chained: the dispatcher may issue them across communicators out of program order")
 
 typedef enum dh_break_id {

@@ -205,11 +205,18 @@ int dh_op_replay(dh_op_t *op, const dh_replay_ctx_t *ctx);
  * reduction and communicator); shape hashes the sizes that may vary with the data (grid,
  * m/n/k, counts). cls is a dh_opclass_t (plan/plan.h). name is for people and for
  * `dhelix profile-pairs` (docs/plan-format.md gives its forms). */
+#define DH_OP_P2P_MAX 40
+
 typedef struct dh_op_desc {
     int cls;
     uint64_t sig, shape;
     char name[64];
     const void *comm;             /* NCCL: the registry entry of its (first) communicator */
+    char p2p[DH_OP_P2P_MAX];      /* NCCL: its point-to-point calls in call order, each "s"
+                                     (send) or "r" (receive) and the peer's rank in the
+                                     communicator, space-separated ("s1 r3"); "" none; "?"
+                                     when they do not fit or the group mixes communicators
+                                     or collectives in (nccl_wrap/nccl_op.c) */
     uint64_t bytes;               /* a collective's or copy's payload on this rank */
     double flops;                 /* GEMMs: 2mnk x batch */
 } dh_op_desc_t;

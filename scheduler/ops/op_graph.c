@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "breaks.h"
 #include "op_internal.h"
 
 typedef struct dh__graph_pl {
@@ -80,8 +81,18 @@ static int dh__graph_replay(dh_op_t *op, const dh_replay_ctx_t *ctx)
                       : (int)cudaErrorInitializationError;
 }
 
-/* No footprint: a graph may touch anything. The replay's status is the runtime's or the
- * driver's by the payload; both report their errors with the same codes here (op.c's
+/* A graph may touch anything: the footprint is "anything" (over), which conflicts with
+ * every op that touches memory, so the launch orders like a barrier. The test break
+ * graph_barrier makes it touch nothing (shim.breaks proves the coverage program then
+ * fails). */
+static void dh__graph_footprint(const dh_op_t *op, dh_op_fp_t *fp)
+{
+    (void)op;
+    if (!dh_break(DH_BREAK_GRAPH_BARRIER))
+        fp->over = 1;
+}
+
+/* The replay's status is the runtime's or the driver's by the payload; both report their errors with the same codes here (op.c's
  * shared codes), so the kind is filed under the runtime. */
 const dh_op_kind_ops_t dh__kind_graph = {
     .name = "GRAPH_LAUNCH",
@@ -92,4 +103,5 @@ const dh_op_kind_ops_t dh__kind_graph = {
     .validate = dh__graph_validate,
     .learn = dh__graph_learn,
     .replay = dh__graph_replay,
+    .footprint = dh__graph_footprint,
 };

@@ -11,9 +11,14 @@ static int dh__is_nccl(const dh_prof_op_t *o)
     return o->comm >= 0 && (strcmp(o->kind, "NCCL") == 0 || strcmp(o->kind, "NCCL_GROUP") == 0);
 }
 
-static int dh__sends(const dh_prof_op_t *o) { return strstr(o->name, "Send") != NULL; }
-static int dh__recvs(const dh_prof_op_t *o) { return strstr(o->name, "Recv") != NULL; }
-static int dh__p2p(const dh_prof_op_t *o) { return dh__sends(o) || dh__recvs(o); }
+/* Point-to-point: from the calls and peers the profile lists (dh_prof_op_t.p2p), else (a
+ * profile without them) from the name, which names a group by its first call only. */
+static int dh__p2p(const dh_prof_op_t *o)
+{
+    if (o->p2p[0] != '\0')
+        return 1;
+    return strstr(o->name, "Send") != NULL || strstr(o->name, "Recv") != NULL;
+}
 
 /* A communicator of the pipeline: its members may run other sections' plans. Megatron's
  * tensor-, context-, data- and expert-parallel groups lie within one pipeline stage. */
@@ -81,6 +86,7 @@ typedef struct dh__g {
     dh__node_t *node;
     size_t n;
     size_t *uf;                     /* union-find parent */
+    size_t ncalls;                  /* most point-to-point calls of any instance */
     int unmatched;                  /* a pipeline point-to-point op with no mirror */
     char unmatched_what[400];
     int *pairof;                    /* per section, per phase: pair ordinal or -1 (flattened) */
@@ -105,18 +111,63 @@ static void dh__join(size_t *uf, size_t a, size_t b)
         uf[a < b ? b : a] = a < b ? a : b;
 }
 
-/* The nodes of section s on communicator c that send (what 1), receive (2) or are
- * collectives (3), in template order, into out (room for all of s's nodes); their number. */
-static size_t dh__on_comm(const dh__g_t *g, int s, int c, int what, size_t *out)
+/* The collectives of instance s on communicator c, in template order, into out (room for
+ * all of s's nodes); their number. */
+static size_t dh__colls_on(const dh__g_t *g, int s, int c, size_t *out)
 {
     size_t n = 0;
     for (size_t v = g->base[s]; v < g->base[s + 1]; v++) {
         const dh_prof_op_t *o = &g->x[s].tops[g->node[v].op];
-        if (o->comm != c)
-            continue;
-        int p2p = dh__p2p(o);
-        if ((what == 1 && dh__sends(o)) || (what == 2 && dh__recvs(o)) || (what == 3 && !p2p))
+        if (o->comm == c && !dh__p2p(o))
             out[n++] = v;
+    }
+    return n;
+}
+
+/* One point-to-point call: the node of its op, 's' or 'r', the peer's rank in the
+ * communicator. */
+typedef struct dh__pcall {
+    size_t v;
+    char dir;
+    int peer;
+} dh__pcall_t;
+
+/* The point-to-point calls of instance s on communicator c in issue order (a group's in
+ * call order), into out (room: g->ncalls); their number, or -1 with *what set when they
+ * cannot be listed: a group that mixes them with collectives or another communicator, or a
+ * profile without peers (then a two-rank communicator's peer is the other rank, and the
+ * direction is the name's, which says a group's first call only). */
+static long dh__calls_on(const dh__g_t *g, int s, int c, dh__pcall_t *out, const char **what)
+{
+    const dh_prof_comm_t *pc = &g->x[s].p->comms[c];
+    long n = 0;
+    for (size_t v = g->base[s]; v < g->base[s + 1]; v++) {
+        const dh_prof_op_t *o = &g->x[s].tops[g->node[v].op];
+        if (o->comm != c || !dh__p2p(o))
+            continue;
+        if (o->p2p[0] == '\0') {
+            if (pc->nranks != 2) {
+                *what = "are point-to-point on more than two ranks, and the profile does not "
+                        "say to which peers";
+                return -1;
+            }
+            out[n++] = (dh__pcall_t){v, strstr(o->name, "Send") ? 's' : 'r', 1 - pc->rank};
+            continue;
+        }
+        const char *q = o->p2p;
+        while (*q != '\0') {
+            char *e;
+            long peer = (*q == 's' || *q == 'r') ? strtol(q + 1, &e, 10) : -1;
+            if (peer < 0 || peer >= pc->nranks || peer == pc->rank || (*e != ' ' && *e != '\0')) {
+                *what = "include a group whose point-to-point calls cannot be matched (listed "
+                        "as '?': mixed with collectives or other communicators, or too many)";
+                return -1;
+            }
+            if ((size_t)n >= g->ncalls)
+                return -1;
+            out[n++] = (dh__pcall_t){v, *q, (int)peer};
+            q = *e == ' ' ? e + 1 : e;
+        }
     }
     return n;
 }
@@ -141,16 +192,100 @@ static void dh__unproven(dh__g_t *g, int s, int c, const char *what)
              pc->name, pc->nranks, what);
 }
 
+/* The instance (and its communicator, *ct) that is rank `rank` of the communicator with
+ * identity id; -1 none. */
+static int dh__member(const dh__g_t *g, uint64_t id, int rank, int *ct)
+{
+    for (int t = 0; t < g->ns; t++) {
+        const dh_profile_t *q = g->x[t].p;
+        for (int c = 0; c < q->ncomms; c++)
+            if (q->comms[c].ident == id && q->comms[c].rank == rank) {
+                *ct = c;
+                return t;
+            }
+    }
+    return -1;
+}
+
+/* Joins the point-to-point calls of instance s on communicator c with their peers' (NCCL
+ * pairs the i-th send of rank a to rank b with the i-th receive of b from a, per
+ * communicator: NVIDIA/nccl src/enqueue.cc), a and b its ranks there. A group's calls are
+ * one node, so a ring exchange (TE's context-parallel attention posts a send to the next
+ * rank and a receive from the previous in one group) joins every member's i-th group into
+ * one node: with one queue a group runs as one kernel that needs both neighbours to have
+ * reached theirs, and the union asks that of every member, which covers it. */
+static void dh__match_p2p(dh__g_t *g, int s, int c, dh__pcall_t *mine, dh__pcall_t *theirs)
+{
+    const dh_prof_comm_t *pc = &g->x[s].p->comms[c];
+    const char *what = NULL;
+    long n = dh__calls_on(g, s, c, mine, &what);
+    if (n < 0) {
+        dh__unproven(g, s, c, what ? what : "have more point-to-point calls than nodes");
+        return;
+    }
+    for (long i = 0; i < n; i++) {
+        int peer = mine[i].peer, ct = -1;
+        int dup = 0;
+        for (long j = 0; j < i && !dup; j++)
+            dup = mine[j].peer == peer;
+        if (dup)
+            continue;   /* each peer once */
+        int t = dh__member(g, pc->ident, peer, &ct);
+        if (t < 0) {
+            char why[160];
+            snprintf(why, sizeof(why), "have no profile of the peer (rank %d of the "
+                     "communicator)", peer);
+            dh__unproven(g, s, c, why);
+            return;
+        }
+        long m = dh__calls_on(g, t, ct, theirs, &what);
+        if (m < 0) {
+            dh__unproven(g, t, ct, what ? what : "have more point-to-point calls than nodes");
+            return;
+        }
+        for (int d = 0; d < 2; d++) {
+            char out = d ? 'r' : 's', in = d ? 's' : 'r';
+            long a = 0, b = 0;
+            for (;;) {
+                while (a < n && !(mine[a].peer == peer && mine[a].dir == out))
+                    a++;
+                while (b < m && !(theirs[b].peer == pc->rank && theirs[b].dir == in))
+                    b++;
+                if (a >= n || b >= m)
+                    break;
+                dh__join(g->uf, mine[a++].v, theirs[b++].v);
+            }
+            if (a < n || b < m) {
+                long na = 0, nb = 0;
+                for (long i2 = 0; i2 < n; i2++)
+                    na += mine[i2].peer == peer && mine[i2].dir == out;
+                for (long i2 = 0; i2 < m; i2++)
+                    nb += theirs[i2].peer == pc->rank && theirs[i2].dir == in;
+                char why[200];
+                snprintf(why, sizeof(why), "do not mirror the peer's: %ld %s %s rank %d of "
+                         "the communicator, which %s %ld %s it", na, d ? "receive(s)" : "send(s)",
+                         d ? "from" : "to", peer, d ? "sends" : "receives", nb,
+                         d ? "to" : "from");
+                dh__unproven(g, s, c, why);
+                return;
+            }
+        }
+    }
+}
+
 /* Joins the nodes that are one wait across the instances (moves.h): by the communicators'
  * identities (nccl_wrap/registry.h), the i-th collective of one communicator on every
- * member, the i-th send of one member of a two-rank communicator with the i-th receive of
- * the other. */
+ * member, and each point-to-point call with its peer's (dh__match_p2p). */
 static dh_status_t dh__match(dh__g_t *g)
 {
-    size_t *a = malloc((g->n + 1) * sizeof(*a) * 4);
-    if (a == NULL)
+    size_t *c2 = malloc((g->n + 1) * sizeof(*c2) * 2);
+    dh__pcall_t *mine = malloc((g->ncalls + 1) * sizeof(*mine) * 2);
+    if (c2 == NULL || mine == NULL) {
+        free(c2);
+        free(mine);
         return DH_ERR_NOMEM;
-    size_t *b = a + g->n + 1, *c2 = b + g->n + 1, *d = c2 + g->n + 1;
+    }
+    size_t *d = c2 + g->n + 1;
     for (int s = 0; s < g->ns; s++) {
         const dh_profile_t *p = g->x[s].p;
         for (int c = 0; c < p->ncomms; c++) {
@@ -162,50 +297,30 @@ static dh_status_t dh__match(dh__g_t *g)
                                       "identity in the profile)");
                 continue;
             }
-            size_t nsend = dh__on_comm(g, s, c, 1, a), nrecv = dh__on_comm(g, s, c, 2, b);
-            size_t ncoll = dh__on_comm(g, s, c, 3, c2);
-            int members = 1, mirrored = 0;
+            size_t ncoll = dh__colls_on(g, s, c, c2);
+            int members = 1;
             for (int t = 0; t < g->ns; t++) {
                 const dh_profile_t *q = g->x[t].p;
                 for (int c_ = 0; t != s && c_ < q->ncomms; c_++) {
                     if (q->comms[c_].ident != pc->ident)
                         continue;
                     members++;
-                    size_t n = dh__on_comm(g, t, c_, 3, d);
+                    size_t n = dh__colls_on(g, t, c_, d);
                     if (n != ncoll) {
                         dh__unproven(g, s, c, "differ in number from another member's");
                         continue;
                     }
                     for (size_t i = 0; i < n; i++)
                         dh__join(g->uf, c2[i], d[i]);
-                    if (nsend + nrecv == 0)
-                        continue;
-                    /* The other member: its receives are these sends, its sends these
-                     * receives. */
-                    if (dh__on_comm(g, t, c_, 2, d) != nsend) {
-                        dh__unproven(g, s, c, "do not mirror the peer's");
-                        continue;
-                    }
-                    for (size_t i = 0; i < nsend; i++)
-                        dh__join(g->uf, a[i], d[i]);
-                    if (dh__on_comm(g, t, c_, 1, d) != nrecv) {
-                        dh__unproven(g, s, c, "do not mirror the peer's");
-                        continue;
-                    }
-                    for (size_t i = 0; i < nrecv; i++)
-                        dh__join(g->uf, b[i], d[i]);
-                    mirrored = 1;
                 }
             }
-            if (nsend + nrecv > 0 && (pc->nranks != 2 || !mirrored))
-                dh__unproven(g, s, c, pc->nranks != 2
-                                          ? "are point-to-point on more than two ranks"
-                                          : "have no profile of the peer");
-            else if (members < pc->nranks && dh__cross(p, c))
+            dh__match_p2p(g, s, c, mine, mine + g->ncalls + 1);
+            if (members < pc->nranks && dh__cross(p, c))
                 dh__unproven(g, s, c, "involve ranks without a profile");
         }
     }
-    free(a);
+    free(c2);
+    free(mine);
     return DH_OK;
 }
 
@@ -238,8 +353,17 @@ static dh_status_t dh__g_build(dh__g_t *g, const dh__mv_sect_t *x, int ns)
         g->phbase[s] = nph;
         nops += x[s].s->nops;
         nph += (size_t)x[s].s->nphases;
-        for (size_t i = 0; i < x[s].s->nops; i++)
-            g->n += dh__is_nccl(&x[s].tops[i]);
+        size_t calls = 0;
+        for (size_t i = 0; i < x[s].s->nops; i++) {
+            const dh_prof_op_t *o = &x[s].tops[i];
+            g->n += dh__is_nccl(o);
+            if (dh__is_nccl(o) && dh__p2p(o)) {
+                calls++;
+                for (const char *q = o->p2p; *q != '\0'; q++)
+                    calls += *q == ' ';
+            }
+        }
+        g->ncalls = calls > g->ncalls ? calls : g->ncalls;
     }
     g->nodeof = malloc((nops + 1) * sizeof(*g->nodeof));
     g->node = malloc((g->n + 1) * sizeof(*g->node));
@@ -314,14 +438,18 @@ static size_t dh__sequence(const dh__g_t *g, int s, int cut, size_t *seq, uint8_
     return n;
 }
 
-/* One op of the report: "rank R (section S) op I 'NAME' on 'COMM'". */
+/* One op of the report: "rank R (section S) op I 'NAME' (P2P) on 'COMM'", P2P its
+ * point-to-point calls and peers where the profile lists them. */
 static void dh__say_op(const dh__g_t *g, size_t v, char *out, size_t n)
 {
     const dh__mv_sect_t *x = &g->x[g->node[v].sec];
     const dh_prof_op_t *o = &x->tops[g->node[v].op];
     const char *comm = o->comm >= 0 && o->comm < x->p->ncomms ? x->p->comms[o->comm].name : "?";
-    snprintf(out, n, "rank %d (section %d) op %zu '%s' on '%s'", x->p->rank, x->sec,
-             g->node[v].op, o->name, comm);
+    int w = snprintf(out, n, "rank %d (section %d) op %zu '%s'%s%s%s on '%s'", x->p->rank,
+                     x->sec, g->node[v].op, o->name, o->p2p[0] ? " (" : "", o->p2p,
+                     o->p2p[0] ? ")" : "", comm);
+    if (w < 0 && n > 0)
+        out[0] = '\0';   /* a report cut short says less, never garbage */
 }
 
 /* Depth-first search for a cycle over the union-find representatives. Edges: each
@@ -412,7 +540,7 @@ static void dh__say_cycle(const dh__g_t *g, const dh__adj_t *adj, const size_t *
                           size_t ncyc, const int *cut, int nsec, char *why, size_t n)
 {
     size_t at = 0;
-    char a[200], b[200];
+    char a[320], b[320];
     at += (size_t)snprintf(why, n, "a cycle of %zu waits (sections in plan order up to pair:",
                            ncyc);
     for (int s = 0; s < nsec && at < n; s++)

@@ -28,6 +28,7 @@
 #define DH_PLAN_VERSION 2
 #define DH_PLAN_VERSION_FLAT 1
 #define DH_PLAN_NAME_MAX 64
+#define DH_PLAN_P2P_MAX 40
 /* The cuBLAS workspace the runtime gave each strand's handle before issue 27 (now: strand 1
  * only, of the framework's size, scheduler/dispatch/workspace.c), what the planner assumes for a
  * profile that does not say the framework's size: device
@@ -75,6 +76,9 @@ typedef struct dh_prof_op {
     int comm;                       /* index into comms, -1 none */
     uint64_t bytes;                 /* COMM: this rank's payload; COPY: bytes moved */
     double flops;                   /* COMPUTE GEMMs: 2mnk x batch; 0 otherwise */
+    char p2p[DH_PLAN_P2P_MAX];      /* NCCL: its point-to-point calls and their peers,
+                                       "s1 r3" (dh_op_desc_t.p2p); "" none or unknown (a
+                                       profile without the field) */
     double us;                      /* device duration in microseconds, < 0 unknown */
     double start_us;                /* device start relative to the profile's first op, < 0 unknown */
     int64_t mem;                    /* bytes the issuing thread allocated (stream-ordered)

@@ -73,7 +73,8 @@ static int dh__dop_same(const dh_prof_op_t *a, const dh_prof_op_t *b)
     return a->sig == b->sig && a->shape == b->shape && a->thread == b->thread &&
            a->stream == b->stream && a->comm == b->comm && a->cls == b->cls &&
            a->bytes == b->bytes && memcmp(&a->flops, &b->flops, sizeof a->flops) == 0 &&
-           strcmp(a->kind, b->kind) == 0 && strcmp(a->name, b->name) == 0;
+           strcmp(a->kind, b->kind) == 0 && strcmp(a->name, b->name) == 0 &&
+           strcmp(a->p2p, b->p2p) == 0;
 }
 
 dh_prof_builder_t *dh_prof_builder_new(void)

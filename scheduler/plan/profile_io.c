@@ -63,6 +63,7 @@ dh_status_t dh__prof_op_parse(const dh__jr_t *r, json_t *arr, const dh__jpath_t 
     DH_CHECK(dh__jint(r, o, &here, "bytes", 0, 0, 0, 1LL << 62, &v));
     op->bytes = (uint64_t)v;
     DH_CHECK(dh__jnum(r, o, &here, "flops", 0, 0, 0, 1e30, &op->flops));
+    DH_CHECK(dh__jstr(r, o, &here, "p2p", 0, "", op->p2p, sizeof(op->p2p)));
     DH_CHECK(dh__jnum(r, o, &here, "us", 0, -1, -1e300, 1e15, &op->us));
     DH_CHECK(dh__jnum(r, o, &here, "start_us", 0, -1, -1e300, 1e15, &op->start_us));
     DH_CHECK(dh__jint(r, o, &here, "mem", 0, 0, -(1LL << 60), 1LL << 60, &v));
@@ -275,6 +276,10 @@ void dh__profile_op_head_json(dh_strbuf_t *b, const dh_prof_op_t *op)
     dh_strbuf_printf(b, ", \"comm\": %d, \"bytes\": %llu, \"flops\": ", op->comm,
                      (unsigned long long)op->bytes);
     dh__json_num(b, op->flops);
+    if (op->p2p[0] != '\0') {
+        dh_strbuf_puts(b, ", \"p2p\": ");
+        dh_strbuf_json_str(b, op->p2p);
+    }
 }
 
 static void dh__op_json(dh_strbuf_t *b, const dh_profile_t *p, const dh_prof_op_t *op)

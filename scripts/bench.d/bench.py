@@ -183,6 +183,19 @@ def pairing(r):
     return out
 
 
+def sections(r):
+    """Per section of the plan (one pipeline stage, or several alike): its ranks, the moves of
+    point-to-point posts the planner made and refused, and its own predicted speedup (the
+    section's baseline / SI time, plan.json); done/planned pairing per rank is in pairing()."""
+    out = []
+    for i, s in enumerate(r["plan"].get("sections") or []):
+        b, si = s.get("baseline_us") or 0, s.get("si_us") or 0
+        out.append({"section": i, "ranks": [int(x) for x in s.get("ranks") or []],
+                    "moves": s.get("moves"), "moves_refused": s.get("moves_refused"),
+                    "predicted_speedup": b / si if si > 0 else None})
+    return out
+
+
 def ideal_speedup(base):
     """Baseline time over max(compute with interference, communication), process 0's last
     iteration: C + s * (min(C, M) - O) is the compute busy time once all the communication
@@ -251,6 +264,7 @@ def comparison_metrics(r):
         "profile_ops_recorded": r["sizes"]["profile_ops_recorded"],
         "paired_groups_min": min(paired) if paired else 0,
         "pairing": pairing(r),
+        "sections": sections(r),
         "plan_warnings": _plan_warnings(r),
         "si_iterations_ms": [it["time_ms"] for it in si["iterations"]],
         "busy_ms": {k: {"compute": x["compute_busy_ms"], "comm": x["comm_busy_ms"],

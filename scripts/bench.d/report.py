@@ -232,6 +232,29 @@ def _pipeline(rs):
                       "exact, interleaved (small-math layout)", "run this"], rows)
 
 
+def _per_stage(rs):
+    """One row per plan section of SI on the interleaved schedule: a pipeline stage (or the
+    stages that share a plan), its pairing per rank, its moves and its own prediction, beside
+    the job's measured speedup (every stage runs the same iteration, so one measurement)."""
+    rows = []
+    for r in rs:
+        iv = r["interleaved"]
+        pairing = iv.get("pairing") or {}
+        cp = r["layout"]["cp"]
+        for s in iv.get("sections") or []:
+            stages = sorted({k // cp for k in s["ranks"]})
+            done = ", ".join("r%d %d/%d" % (k, round(pairing[str(k)]["done_per_iter"]),
+                                            pairing[str(k)]["planned_per_iter"])
+                             for k in s["ranks"] if str(k) in pairing) or "-"
+            rows.append([r["name"], ", ".join(map(str, stages)), ", ".join(map(str, s["ranks"])), done,
+                         "%s (%s refused)" % (f(s.get("moves"), "%d"), f(s.get("moves_refused"), "%d")),
+                         f(s.get("predicted_speedup"), "%.3fx"), f(iv.get("predicted_speedup"), "%.3fx"),
+                         f(iv.get("speedup"), "%.3fx")])
+    return _md_table(["configuration", "stage", "processes", "paired groups per iteration, done/planned",
+                      "moves made", "plan's prediction, this stage", "plan's prediction, job",
+                      "measured, job"], rows)
+
+
 def _pairing(iv):
     cells = ["r%s %d/%d" % (rank, round(p["done_per_iter"]), p["planned_per_iter"])
              for rank, p in sorted((iv.get("pairing") or {}).items(), key=lambda x: int(x[0]))]
@@ -286,7 +309,14 @@ def write_docs(doc, root):
     pp = [r for r in rs if "interleaved" in r]
     if pp:
         text += ["## Pipeline parallelism: which schedule to run", "", _pipeline(pp), "",
-                 analysis.pipeline_findings(pp), ""]
+                 analysis.pipeline_findings(pp), "",
+                 "### Per stage: SI on the interleaved schedule", "", _per_stage(pp), "",
+                 "*Moves made*: point-to-point posts the planner issues before an earlier operation of "
+                 "another communicator, each proven free of a cycle of waits over every rank's plan "
+                 "([planner.md](planner.md#moves-across-communicators-pipeline-parallelism)); *refused* ones could not be proven. "
+                 "*This stage* is the section's own baseline / SI time; the job runs as fast as its slowest "
+                 "stage, so the job's prediction is the slowest section's, measured against one iteration "
+                 "time that every stage shares.", ""]
     text += [
         analysis.definitions(),
         "",

@@ -37,6 +37,7 @@
  * and the _ptsz variants the header declares only under per-thread compilation. */
 #undef cuGetProcAddress
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags);
+#include "nccl_dev.h"
 #include "ptsz.h"
 /* cudaGetDriverEntryPoint is deprecated in CUDA 13, and still called. */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -383,6 +384,8 @@ static void calls_nccl(void)
     CALL_BY_NAME(ncclCommWindowRegister, NULL, &f, sizeof(f), &win, 0);
     CALL_BY_NAME(ncclCommWindowDeregister, NULL, win);
     CALL_BY_NAME(ncclMemFree, NULL);
+    CALL_BY_NAME(ncclDevCommCreate, NULL, NULL, NULL);
+    CALL_BY_NAME(ncclDevCommDestroy, NULL, NULL);
     /* FORWARD and STRING */
     CALL_BY_NAME(ncclGetVersion, &i);
     CALL_BY_NAME(ncclGetUniqueId, NULL);

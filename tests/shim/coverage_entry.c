@@ -2,7 +2,8 @@
  * coverage_entry.c: entry points the shim has no deferred kind for and drains for through
  * its generated wrappers (scripts/gen-entries; issue 28): cuBLAS level 1 and 2 (gemv, dot
  * with a host and a device result), stream memory operations (cuStreamWriteValue32/64,
- * cuStreamWaitValue32/64), 3D copies, copies to and from a __device__ variable, and a
+ * cuStreamWaitValue32/64, and the pre-11.7 forms of the 32-bit ones fetched with
+ * cuGetProcAddress for an old version), 3D copies, copies to and from a __device__ variable, and a
  * pointer-array batched GEMM whose arrays an asynchronous copy fills just before the call
  * (NVIDIA's gemmBatched sample); and CUDA graphs (captured once, launched through the
  * runtime and the driver: a deferred kind of its own, ordered as a barrier). Each is called once per iteration on data that a kernel or
@@ -14,6 +15,7 @@
 #include "coverage.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <string.h>
 
 /* What nvcc's host stub calls for a __device__ variable (crt/host_runtime.h); the vgpu
@@ -75,6 +77,34 @@ static int blas12(cublasHandle_t h, cudaStream_t s, void *ws, size_t ws_size, co
     return o;
 }
 
+/* cuStreamWriteValue32 / cuStreamWaitValue32 in the ABI before CUDA 11.7, as a program
+ * built against an older toolkit gets them: cuGetProcAddress_v2 with version 11000 (the
+ * driver picks the plain-named v1 export, cudaTypedefs.h PFN_cuStreamWriteValue32_v8000).
+ * Under the shim the address must be its wrapper of that very export (wrap_gen_oldabi.c),
+ * not the driver's function and not the wrapper of the _v2 form. */
+typedef CUresult (*memop32_fn_t)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+static memop32_fn_t old_memop(const char *name)
+{
+    void *f = NULL, *cur = NULL;
+    CUdriverProcAddressQueryResult q;
+    CK_CU(cuGetProcAddress_v2(name, &f, 11000, CU_GET_PROC_ADDRESS_DEFAULT, &q));
+    CK_CU(cuGetProcAddress_v2(name, &cur, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &q));
+    if (f == NULL || f == cur)
+        cov_die(__LINE__, "cuGetProcAddress_v2(%s, 11000): %p, the current form %p", name, f,
+                cur);
+    if (dlsym(RTLD_DEFAULT, "dh_group_set_enabled") != NULL) { /* under the shim */
+        Dl_info info;
+        if (dladdr(f, &info) == 0 || info.dli_fname == NULL ||
+            strstr(info.dli_fname, "libdhelix_shim") == NULL ||
+            info.dli_sname == NULL || strcmp(info.dli_sname, name) != 0)
+            cov_die(__LINE__, "cuGetProcAddress_v2(%s, 11000) gave %s in %s, not the shim's "
+                    "old-ABI wrapper", name, info.dli_sname ? info.dli_sname : "?",
+                    info.dli_fname ? info.dli_fname : "?");
+    }
+    return (memop32_fn_t)f;
+}
+
 /* Stream memory operations on words that queued memsets set first. */
 static int memops(cudaStream_t s, uint32_t *words, float *out)
 {
@@ -87,6 +117,10 @@ static int memops(cudaStream_t s, uint32_t *words, float *out)
     CK_RT(cudaMemsetAsync(words + 4, 0x01, sizeof(uint32_t), s));
     CK_CU(DRV(cuStreamWaitValue32_v2)((CUstream)s, wd + 16, 0x01010101u,
                                       CU_STREAM_WAIT_VALUE_EQ));
+    /* The old ABI: word 5 is memset and then written, and waited on, through the v1 forms. */
+    CK_RT(cudaMemsetAsync(words + 5, 0x03, sizeof(uint32_t), s));
+    CK_CU(old_memop("cuStreamWriteValue32")((CUstream)s, wd + 20, 9u, 0));
+    CK_CU(old_memop("cuStreamWaitValue32")((CUstream)s, wd + 20, 9u, CU_STREAM_WAIT_VALUE_EQ));
     CK_RT(cudaMemsetAsync(words + 6, 0x02, 2 * sizeof(uint32_t), s));
     CK_CU(DRV(cuStreamWaitValue64_v2)((CUstream)s, wd + 24, 0x0202020202020202ull,
                                       CU_STREAM_WAIT_VALUE_GEQ));
@@ -204,12 +238,59 @@ static void graphs_setup(void)
     CK_CU(DRV(cuGraphDestroy)(dg));
 }
 
+/* The first launch comes from a thread of its own (one thread for the whole run, like a
+ * framework's worker; the main thread waits for it, so the program's order is unchanged):
+ * under two-strand execution a thread switch starts a phase, so the launch and the kernels
+ * around it fall in different strands, and only the launch's barrier footprint orders them
+ * (the test break graph_barrier removes it: shim.breaks). */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned asked, done;        /* guarded by mu */
+    cudaStream_t s;              /* guarded by mu */
+    int started;                 /* the main thread's */
+} GT = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, NULL, 0};
+
+static void *graph_worker(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&GT.mu);
+    for (;;) {
+        while (GT.asked == GT.done)
+            pthread_cond_wait(&GT.cv, &GT.mu);
+        cudaStream_t s = GT.s;
+        pthread_mutex_unlock(&GT.mu);
+        CK_RT(cudaGraphLaunch(GR.rt, s));
+        pthread_mutex_lock(&GT.mu);
+        GT.done = GT.asked;
+        pthread_cond_broadcast(&GT.cv);
+    }
+    return NULL;
+}
+
+static void graph_launch_on_worker(cudaStream_t s)
+{
+    if (!GT.started) {
+        pthread_t t;
+        if (pthread_create(&t, NULL, graph_worker, NULL) != 0 || pthread_detach(t) != 0)
+            cov_die(__LINE__, "the graph-launch thread could not start");
+        GT.started = 1;
+    }
+    pthread_mutex_lock(&GT.mu);
+    GT.s = s;
+    GT.asked++;
+    pthread_cond_broadcast(&GT.cv);
+    while (GT.done != GT.asked)
+        pthread_cond_wait(&GT.cv, &GT.mu);
+    pthread_mutex_unlock(&GT.mu);
+}
+
 /* Graph launches on s between kernels queued just before and after them. */
 static int graphs(cudaStream_t s, const float *w, float *tmp, float *out)
 {
     graphs_setup();
     cov_launch(L_RT, K_SCALE, s, GR.src, w, 0.5, GN);
-    CK_RT(cudaGraphLaunch(GR.rt, s));
+    graph_launch_on_worker(s);
     cov_launch(L_RT, K_SCALE, s, tmp, GR.dst, -1.0, 2 * GN);
     cov_launch(L_RT, K_SCALE, s, GR.src, w + GN, 0.25, GN);
     CK_RT(cudaGraphLaunch(GR.rt, s));

@@ -23,6 +23,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 #include "ptsz.h"
 
 #include "hook_list.h"
+#include "nccl_dev.h"
 
 #define FAKE_CUDA(lib, ret, name, params, args) \
     __attribute__((visibility("default"))) ret name params { return CUDA_ERROR_STUB_LIBRARY; }

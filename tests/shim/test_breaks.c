@@ -46,7 +46,8 @@
     X(drain_event_query, "not-ready answer for an event whose record is queued")            \
     X(drain_memcpy, "drain before a blocking copy (cudaMemcpy, D2H to pageable)")           \
     X(drain_generated, "drain before a call without a deferred kind (generated wrappers)")   \
-    X(free_order, "issuing a free only after every queued use of the memory")
+    X(free_order, "issuing a free only after every queued use of the memory")              \
+    X(graph_barrier, "a graph launch ordered as a barrier (it may touch anything)")
 
 /* X(name, the test whose runs it must make fail) */
 #define OTHER_BREAKS(X)                                                                     \

@@ -184,6 +184,11 @@ static const char *exempt(const char *api)
 {
     static const char *const list[][2] = {
         {"ncclCommRevoke", "the vgpu does not support it (it answers ncclInvalidUsage)"},
+        /* NCCL's device API (nccl_device/core.h, CUDA C++): device communicators for
+         * kernels that communicate themselves, which the vgpu cannot run; shim.preload
+         * calls both wrappers. */
+        {"ncclDevCommCreate", "the vgpu has no device API (device kernels that communicate)"},
+        {"ncclDevCommDestroy", "the vgpu has no device API (device kernels that communicate)"},
         /* The other doors into graph capture (the vgpu models capture through
          * cudaStreamBeginCapture and cuStreamBeginCapture_v2 only) and the per-thread
          * entry-point queries: shim.preload calls each against the real runtime. */

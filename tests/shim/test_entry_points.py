@@ -1,17 +1,25 @@
 #!/usr/bin/env python3
 """shim.entry_points: every function the toolkit's libraries export and every function
-cuda.h declares is handled by the shim.
+cuda.h (and the driver's graphics-interop headers) declares is handled by the shim.
 
 Lists the exports of the real libcudart, libcublas, libcublasLt and libnccl (nm -D on the
 files in the toolkit) and the functions cuda.h declares (the preprocessed header, both for
 the legacy and the per-thread default stream, scanned here independently of
 scripts/gen-entries), and fails on any that libdhelix_shim.so neither defines nor finds on
-preload/entries/host_only.txt (a pncclX profiling twin counts as its ncclX). Also fails on
-a host-only entry that no library exports and no header declares (stale), and on a name the
-shim defines that the list also calls host-only (contradiction). Prints the counts.
+preload/entries/host_only.txt (a pncclX profiling twin counts as its ncclX). The classes:
+wrapped (a hand-written wrapper: a deferred kind, or a drain with its own reason),
+generated (a drain-and-forward wrapper), host-only (a family that touches no stream) and
+internal (exported, declared in no header: not a public API). An internal name is checked
+here: if any file under the toolkit's or NCCL's include directory names it, the test
+fails, so the class cannot hide a public function. A family of any other class fails.
+Also fails on a host-only entry that no library exports and no header declares (stale),
+and on a name the shim defines that the list also calls host-only (contradiction). Prints
+the counts per source and class.
 
 Environment: DH_TEST_SHIM, DH_TEST_HOST_ONLY, DH_TEST_ENTRY_TABLE (the generator's
-classification), DH_TEST_CUDA_LIBDIR, DH_TEST_NCCL_LIBDIR, DH_TEST_CUDA_INCLUDE, DH_TEST_CC.
+classification), DH_TEST_CUDA_LIBDIR, DH_TEST_NCCL_LIBDIR, DH_TEST_CUDA_INCLUDE,
+DH_TEST_NCCL_INCLUDE, DH_TEST_INTEROP_TYPES (the GL/EGL/VDPAU type headers gen-entries
+wrote), DH_TEST_CC.
 """
 import os
 import re
@@ -40,11 +48,22 @@ def nm_functions(path):
     return names
 
 
-def cuda_h_functions(cc, include):
+# The driver's headers scanned: cuda.h, and the graphics-interop ones (read with the
+# GL/EGL/VDPAU types gen-entries declares by hand).
+DRIVER_HEADERS = ["cuda.h", "cudaGL.h", "cudaEGL.h", "cudaVDPAU.h"]
+CLASSES = ["wrapped", "generated", "host-only", "internal", "twin"]
+
+
+def cuda_h_functions(cc, include, interop_types):
     names = set()
-    for extra in ([], ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"]):
-        text = subprocess.run([cc, "-E", "-P", "-x", "c"] + extra + ["-I", include, "-"],
-                              input="#include <cuda.h>\n", check=True, capture_output=True,
+    src = "".join("#include <%s>\n" % h for h in DRIVER_HEADERS)
+    # Current names, per-thread names, and the old ABI (__CUDA_API_VERSION_INTERNAL: the
+    # names libcuda exports for programs built against an older toolkit).
+    for extra in ([], ["-DCUDA_API_PER_THREAD_DEFAULT_STREAM"],
+                  ["-D__CUDA_API_VERSION_INTERNAL"]):
+        text = subprocess.run([cc, "-E", "-P", "-x", "c"] + extra +
+                              ["-I", include, "-idirafter", interop_types, "-"],
+                              input=src, check=True, capture_output=True,
                               text=True).stdout
         names |= set(re.findall(r"\b(cu[A-Z]\w*)\s*\(", text))
         # A static inline function of the header is no entry point of the library.
@@ -53,16 +72,38 @@ def cuda_h_functions(cc, include):
     return names
 
 
-def host_only(path):
+def host_only(path, problems):
     fam, out = None, {}
     for line in open(path):
         line = line.split("#", 1)[0].strip()
         m = re.match(r"^\[([\w:-]+)\]", line)
         if m:
             fam = m.group(1)
+            if ":" in fam and not fam.endswith(":internal"):
+                problems.append("[%s]: no such class (a family is host-only, or internal: "
+                                "declared in no header)" % fam)
         elif line:
             out[line] = fam
     return out
+
+
+def named_in_headers(names, dirs):
+    """{name: first file under dirs whose text names it as a word}."""
+    if not names:
+        return {}
+    pat = re.compile(r"\b(" + "|".join(sorted(map(re.escape, names))) + r")\b")
+    found = {}
+    for d in dirs:
+        for root, _, files in os.walk(d):
+            for f in files:
+                path = os.path.join(root, f)
+                try:
+                    text = open(path, errors="replace").read()
+                except OSError:
+                    continue
+                for m in pat.finditer(text):
+                    found.setdefault(m.group(1), path)
+    return found
 
 
 def base(n):
@@ -70,8 +111,9 @@ def base(n):
 
 
 def main():
+    problems, counts = [], {}
     shim = nm_functions(env("SHIM"))
-    host = host_only(env("HOST_ONLY"))
+    host = host_only(env("HOST_ONLY"), problems)
     table = {}
     for line in open(env("ENTRY_TABLE")):
         lib, name, cls, why = line.rstrip("\n").split("\t")
@@ -80,10 +122,15 @@ def main():
     for short, soname, dirvar in LIBS:
         for n in nm_functions(os.path.join(env(dirvar), soname)):
             required.setdefault(n, short)
-    for n in cuda_h_functions(env("CC"), env("CUDA_INCLUDE")):
+    for n in cuda_h_functions(env("CC"), env("CUDA_INCLUDE"), env("INTEROP_TYPES")):
         required.setdefault(n, "cuda.h")
+    # libcuda itself is the GPU driver's, absent here; the toolkit's link stub exports
+    # the same names (old ABI included).
+    stub = os.path.join(env("CUDA_LIBDIR"), "stubs", "libcuda.so")
+    if os.path.exists(stub):
+        for n in nm_functions(stub):
+            required.setdefault(n, "cuda")
 
-    problems, counts = [], {}
     for n, where in sorted(required.items()):
         if n.startswith("pnccl"):
             twin = n[1:]
@@ -92,7 +139,7 @@ def main():
             cls = "generated" if table.get(n) == "drain" else "wrapped"
         elif n in host or base(n) in host:
             fam = host.get(n) or host.get(base(n))
-            cls = "unhandled" if fam.endswith(":unhandled") else "host-only"
+            cls = "internal" if fam.endswith(":internal") else "host-only"
         else:
             cls = None
         if cls is None:
@@ -109,24 +156,30 @@ def main():
         if n in shim:
             problems.append("%s: defined by the shim and on the host-only list (%s)" % (n, host[n]))
 
+    internal = {n for n, fam in host.items() if fam and fam.endswith(":internal")}
+    named = named_in_headers(internal, [env("CUDA_INCLUDE"), env("NCCL_INCLUDE")])
+    for n in sorted(named):
+        problems.append("%s: on the host-only list as internal ([%s]) but %s names it: a "
+                        "public function is wrapped or host-only" % (n, host[n], named[n]))
+
     total = len(required)
     print("shim.entry_points: %d functions (exports of the four libraries and cuda.h's "
           "declarations)" % total)
-    print("%-9s %6s %8s %10s %10s %10s %5s" % ("from", "total", "wrapped", "generated",
-                                                 "host-only", "unhandled", "twin"))
-    for where in [l[0] for l in LIBS] + ["cuda.h"]:
-        c = counts.get(where, {})
-        print("%-9s %6d %8d %10d %10d %10d %5d" % (
-            where, sum(c.values()), c.get("wrapped", 0), c.get("generated", 0),
-            c.get("host-only", 0), c.get("unhandled", 0), c.get("twin", 0)))
+    print("%-9s %6s %8s %10s %10s %9s %5s" % (("from", "total") + tuple(CLASSES)))
+    rows = [l[0] for l in LIBS] + ["cuda.h", "cuda"]
+    for where in rows + ["all"]:
+        c = counts.get(where, {}) if where != "all" else {
+            k: sum(counts.get(w, {}).get(k, 0) for w in rows) for k in CLASSES}
+        print("%-9s %6d %8d %10d %10d %9d %5d" % (
+            (where, sum(c.values())) + tuple(c.get(k, 0) for k in CLASSES)))
     fams = {}
     for n in required:
-        fam = host.get(n) or host.get(base(n)) or host.get(n[1:] if n.startswith("pnccl") else "")
-        if fam and fam.endswith(":unhandled"):
+        fam = host.get(n) or host.get(base(n))
+        if fam and fam.endswith(":internal"):
             fams.setdefault(fam, []).append(n)
     for fam, names in sorted(fams.items()):
-        print("unhandled [%s]: %d (%s%s)" % (fam, len(names), " ".join(sorted(names)[:6]),
-                                             " ..." if len(names) > 6 else ""))
+        print("internal [%s]: %d, named in no header (%s%s)" % (
+            fam, len(names), " ".join(sorted(names)[:6]), " ..." if len(names) > 6 else ""))
     for p in problems:
         print("FAIL: " + p)
     print("%d passed, %d failed" % (0 if problems else total, len(problems)))

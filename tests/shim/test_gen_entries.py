@@ -7,7 +7,10 @@ no wrapper, everything else gets a drain-and-forward wrapper under its own proto
 (unnamed parameters named, arrays and function pointers kept), the per-thread forms are
 declared for the wrapper file, static inline functions are no entry points; and that the
 generator refuses what it cannot wrap: a variadic function, an unclassified NCCL function,
-a function of a library returning something else than the library's status.
+a function of a library returning something else than the library's status; that a graphics-
+interop header is read with the GL types declared by hand and its functions drained; that
+an "internal" name (declared in no header) is refused when a header declares it, and a
+family of another class (the old "unhandled") is refused.
 
 Environment: DH_TEST_GEN (scripts/gen-entries), DH_TEST_CC.
 """
@@ -103,6 +106,24 @@ def main():
                    nccl="typedef int ncclResult_t;\nncclResult_t ncclNewThing(int a);\n")
         expect(r.returncode == 1 and "ncclNewThing: not classified" in r.stderr,
                "an unclassified NCCL function is refused")
+        write(d, "host.txt", "[rt-int:internal] not public\ncudaHostSide\n")
+        r, _ = run(gen, cc, d, hooks, host)
+        expect(r.returncode == 1 and "cudaHostSide: on host_only.txt as internal" in r.stderr,
+               "an internal name that a header declares is refused")
+        write(d, "host.txt", "[rt-gap:unhandled] cannot wrap\ncudaHostSide\n")
+        r, _ = run(gen, cc, d, hooks, host)
+        expect(r.returncode == 1 and "expected '[family] reason'" in r.stderr,
+               "a family of another class than host-only or internal is refused")
+        write(d, "host.txt", "[rt-query] queries\ncudaQueryThing\n")
+        write(d, "cuda_gl_interop.h", "#include <cuda_runtime_api.h>\n#include <GL/gl.h>\n"
+              "extern cudaError_t cudaGLThingAsync(GLuint buf, GLenum how, cudaStream_t s);\n")
+        r, f = run(gen, cc, d, hooks, host)
+        os.unlink(os.path.join(d, "cuda_gl_interop.h"))
+        expect(r.returncode == 0 and "X(CUDART, cudaError_t, cudaGLThingAsync, (GLuint buf, "
+               "GLenum how, cudaStream_t s), (buf, how, s))" in f.get("list.h", "") and
+               "#include <cuda_gl_interop.h>" in f.get("protos.h", ""),
+               "an interop header is read with the GL types declared by hand and drained "
+               "(stderr: %s)" % r.stderr.strip())
         write(d, "host.txt", "[rt-query] queries\ncudaQueryThing\ncudaQueryThing\n")
         r, _ = run(gen, cc, d, hooks, host)
         expect(r.returncode == 1 and "listed twice" in r.stderr, "a name listed twice is refused")

@@ -28,7 +28,9 @@
 #   backward's gradient posts after the next forward's collectives (scheduler/plan/moves.h),
 #   every rank pairs, exact, faster than the interleaved baseline, every section moves,
 #   and plan runs with a dispatcher that falls behind at random (2) and stress mode (3
-#   seeds) stay exact (scenario_ppmoves); pp4_tp_vpp_nooverlap:
+#   seeds) stay exact (scenario_ppmoves); cp_pp_vpp (8 ranks) the same with context
+#   parallelism (TP2 x CP2 x PP2: the ring exchange, a group of a send and a receive,
+#   matched per peer by the planner's proof); pp4_tp_vpp_nooverlap:
 #   exact (its batched exchange is followed by a device synchronisation, so a backward and
 #   the next forward never meet: nothing pairs). The others are for measuring
 #   moe_ep_dyn (2 ranks, DP=2 x EP=2, 8 iterations) MoE whose iterations differ in op count
@@ -1497,6 +1499,9 @@ case $scenario in
   # CTest, the rest for measuring).
   pp_tp_l4) set -- si 4 0 --model gpt-tiny --layers 4 --tp 2 --pp 2 --gbs 4 --mbs 1 --iters 5 ;;
   pp_vpp) set -- ppmoves 4 1 --model gpt-tiny --layers 4 --tp 2 --pp 2 --vpp 2 --gbs 4 --mbs 1 --iters 5 ;;
+  # Context parallelism under the interleaved schedule: the ring exchange (a group of a send
+  # and a receive) matched per peer by the planner's proof, the posts moved (docs/planner.md).
+  cp_pp_vpp) set -- ppmoves 8 1 --model llama-tiny --layers 4 --tp 2 --cp 2 --pp 2 --vpp 2 --gbs 4 --mbs 1 --iters 5 ;;
   pp4_l8) set -- si 4 0 --model gpt-tiny --layers 8 --pp 4 --gbs 8 --mbs 1 --iters 5 ;;
   pp4_vpp) set -- si 4 0 --model gpt-tiny --layers 8 --pp 4 --vpp 2 --gbs 8 --mbs 1 --iters 5 ;;
   pp4_vpp_nooverlap)

@@ -341,6 +341,28 @@ CUresult cuStreamWriteValue64_v2_ptsz(CUstream, CUdeviceptr, cuuint64_t, unsigne
 CUresult cuStreamWaitValue32_v2_ptsz(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
 CUresult cuStreamWaitValue64_v2_ptsz(CUstream, CUdeviceptr, cuuint64_t, unsigned int);
 
+/* The old ABI (driver_memop.c): what cuGetProcAddress hands out for a version before the
+ * current form's (cudaTypedefs.h, PFN_<name>_v<version>). */
+CUresult cuStreamWriteValue32_v1_(CUstream, CUdeviceptr, cuuint32_t, unsigned int)
+    __asm__("cuStreamWriteValue32");
+CUresult cuStreamWaitValue32_v1_(CUstream, CUdeviceptr, cuuint32_t, unsigned int)
+    __asm__("cuStreamWaitValue32");
+CUresult cuStreamWriteValue32_v1_ptsz_(CUstream, CUdeviceptr, cuuint32_t, unsigned int)
+    __asm__("cuStreamWriteValue32_ptsz");
+CUresult cuStreamWaitValue32_v1_ptsz_(CUstream, CUdeviceptr, cuuint32_t, unsigned int)
+    __asm__("cuStreamWaitValue32_ptsz");
+
+static const struct {
+    const char *name;
+    int before; /* the first version of the current form */
+    void *fn, *fn_ptsz;
+} old_entries[] = {
+    {"cuStreamWriteValue32", 11070, (void *)cuStreamWriteValue32_v1_,
+     (void *)cuStreamWriteValue32_v1_ptsz_},
+    {"cuStreamWaitValue32", 11070, (void *)cuStreamWaitValue32_v1_,
+     (void *)cuStreamWaitValue32_v1_ptsz_},
+};
+
 static const struct {
     const char *name;
     void *fn, *fn_ptsz;
@@ -357,6 +379,14 @@ VG_API CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint
         return CUDA_ERROR_INVALID_VALUE;
     }
     *pfn = NULL;
+    int ptds_ = flags == CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    for (size_t i = 0; i < sizeof old_entries / sizeof old_entries[0]; i++) {
+        if (strcmp(old_entries[i].name, sym) == 0 && ver >= 2000 && ver < old_entries[i].before) {
+            *pfn = ptds_ ? old_entries[i].fn_ptsz : old_entries[i].fn;
+            if (st) *st = CU_GET_PROC_ADDRESS_SUCCESS;
+            return CUDA_SUCCESS;
+        }
+    }
     for (size_t i = 0; i < sizeof entries / sizeof entries[0]; i++) {
         if (strcmp(entries[i].name, sym)) {
             continue;

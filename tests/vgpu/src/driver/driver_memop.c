@@ -129,3 +129,31 @@ VG_API CUresult cuStreamWaitValue64_v2_ptsz(CUstream s, CUdeviceptr a, cuuint64_
 {
     return cuStreamWaitValue64_v2(ptsz(s), a, v, f);
 }
+
+/* The ABI before CUDA 11.7 (cudaTypedefs.h: PFN_cuStreamWriteValue32_v8000,
+ * PFN_cuStreamWaitValue32_v8000): the same arguments, still exported by libcuda under the
+ * plain names for programs built against an older toolkit and handed out by
+ * cuGetProcAddress for a version before 11070 (driver_exec.c). The real driver's v1 forms
+ * differ only in which flags they accept; here they are the same operations. */
+#undef cuStreamWriteValue32
+#undef cuStreamWaitValue32
+CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned f);
+CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned f);
+CUresult cuStreamWriteValue32_ptsz(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned f);
+CUresult cuStreamWaitValue32_ptsz(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned f);
+VG_API CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned f)
+{
+    return memop("cuStreamWriteValue32", s, a, v, f, 0, 0);
+}
+VG_API CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned f)
+{
+    return memop("cuStreamWaitValue32", s, a, v, f, 0, 1);
+}
+VG_API CUresult cuStreamWriteValue32_ptsz(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned f)
+{
+    return cuStreamWriteValue32(ptsz(s), a, v, f);
+}
+VG_API CUresult cuStreamWaitValue32_ptsz(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned f)
+{
+    return cuStreamWaitValue32(ptsz(s), a, v, f);
+}
