@@ -103,8 +103,6 @@
     X(CUDART, cudaError_t, cudaMemcpyPeerAsync, (void *dst, int dstDevice, const void \
       *src, int srcDevice, size_t count, cudaStream_t stream), (dst, dstDevice, src, \
       srcDevice, count, stream)) \
-    X(CUDART, cudaError_t, cudaMallocFromPoolAsync, (void **ptr, size_t size, \
-      cudaMemPool_t memPool, cudaStream_t stream), (ptr, size, memPool, stream)) \
     X(CUDART, cudaError_t, cudaDeviceReset, (void), ()) \
     X(CUDART, cudaError_t, cudaLaunchKernel_ptsz, (const void *func, dim3 gridDim, dim3 \
       blockDim, void **args, size_t sharedMem, cudaStream_t stream), (func, gridDim, \
@@ -174,8 +172,25 @@
        enum cudaDriverEntryPointQueryResult *driverStatus),                                 \
       (symbol, funcPtr, cudaVersion, flags, driverStatus))
 
+/* Allocations besides cudaMalloc and cudaMallocAsync (wrap_cudart.c, DH_WRAP_ALLOC): an
+ * out-of-memory failure is retried after the shim gives memory back (scheduler.h
+ * DH_SCHED_RETRY_ALLOC, DESIGN.md invariant 11); the stream-ordered one from a pool of the
+ * program's drains first, as before. */
+#define DH_HOOKS_CUDART_ALLOC(X)                                                            \
+    X(CUDART, cudaError_t, cudaMallocPitch,                                                 \
+      (void **devPtr, size_t *pitch, size_t width, size_t height),                          \
+      (devPtr, pitch, width, height))                                                       \
+    X(CUDART, cudaError_t, cudaMalloc3D,                                                    \
+      (struct cudaPitchedPtr *pitchedDevPtr, struct cudaExtent extent),                     \
+      (pitchedDevPtr, extent))                                                              \
+    X(CUDART, cudaError_t, cudaMallocManaged, (void **devPtr, size_t size, unsigned int flags), \
+      (devPtr, size, flags))                                                                \
+    X(CUDART, cudaError_t, cudaMallocFromPoolAsync,                                         \
+      (void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream),                \
+      (ptr, size, memPool, stream))
+
 #define DH_HOOKS_CUDART(X) DH_HOOKS_CUDART_CAPTURE(X) DH_HOOKS_CUDART_SYNC(X) \
-    DH_HOOKS_CUDART_FORWARD(X) DH_HOOKS_CUDART_GRAPHCAP(X)
+    DH_HOOKS_CUDART_FORWARD(X) DH_HOOKS_CUDART_GRAPHCAP(X) DH_HOOKS_CUDART_ALLOC(X)
 
 /* cuBLAS: GEMMs (plain and strided-batched) are captured; the handle setters are forwarded
  * and mirrored (a deferred GEMM replays with the state its handle had at the call). */
@@ -442,10 +457,6 @@
       Flags), (hStream, hEvent, Flags)) \
     X(CUDA, CUresult, cuStreamWaitEvent_ptsz, (CUstream hStream, CUevent hEvent, unsigned \
       int Flags), (hStream, hEvent, Flags)) \
-    X(CUDA, CUresult, cuMemAllocAsync, (CUdeviceptr *dptr, size_t bytesize, CUstream \
-      hStream), (dptr, bytesize, hStream)) \
-    X(CUDA, CUresult, cuMemAllocAsync_ptsz, (CUdeviceptr *dptr, size_t bytesize, CUstream \
-      hStream), (dptr, bytesize, hStream)) \
     X(CUDA, CUresult, cuMemFreeAsync, (CUdeviceptr dptr, CUstream hStream), (dptr, \
       hStream)) \
     X(CUDA, CUresult, cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream hStream), (dptr, \
@@ -498,8 +509,27 @@
     X(CUDA, CUresult, cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph *phGraph),        \
       (hStream, phGraph))
 
+/* Allocations through the driver (wrap_cuda.c): retried as the runtime's; the
+ * stream-ordered ones drain first, as before. */
+#define DH_HOOKS_CUDA_ALLOC(X)                                                              \
+    X(CUDA, CUresult, cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytesize), (dptr, bytesize)) \
+    X(CUDA, CUresult, cuMemAllocPitch_v2,                                                   \
+      (CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,               \
+       unsigned int ElementSizeBytes),                                                      \
+      (dptr, pPitch, WidthInBytes, Height, ElementSizeBytes))                               \
+    X(CUDA, CUresult, cuMemAllocManaged, (CUdeviceptr *dptr, size_t bytesize, unsigned int flags), \
+      (dptr, bytesize, flags))                                                              \
+    X(CUDA, CUresult, cuMemCreate,                                                          \
+      (CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,  \
+       unsigned long long flags),                                                           \
+      (handle, size, prop, flags))                                                          \
+    X(CUDA, CUresult, cuMemAllocAsync, (CUdeviceptr *dptr, size_t bytesize, CUstream hStream), \
+      (dptr, bytesize, hStream))                                                            \
+    X(CUDA, CUresult, cuMemAllocAsync_ptsz,                                                 \
+      (CUdeviceptr *dptr, size_t bytesize, CUstream hStream), (dptr, bytesize, hStream))
+
 #define DH_HOOKS_CUDA(X) DH_HOOKS_CUDA_CAPTURE(X) DH_HOOKS_CUDA_SYNC(X) \
-    DH_HOOKS_CUDA_DESTROY(X) DH_HOOKS_CUDA_GRAPHCAP(X)
+    DH_HOOKS_CUDA_DESTROY(X) DH_HOOKS_CUDA_GRAPHCAP(X) DH_HOOKS_CUDA_ALLOC(X)
 
 /* NCCL (nccl_wrap/): the whole API of nccl.h 2.28 but the deprecated ncclResetDebugInit,
  * which the header itself says is not part of the API, and the device API's

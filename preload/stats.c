@@ -83,6 +83,8 @@ static dh_status_t dh__sched_meta(dh_table_t *t)
     /* A device the program fills (scheduler/dispatch/giveback.c, workspace.c). */
     DH__META_NUM("mem_givebacks", st.mem_givebacks);
     DH__META_NUM("mem_giveback_failed", st.mem_giveback_failed);
+    DH__META_NUM("mem_giveback_pair", st.mem_giveback_pair);
+    DH__META_NUM("mem_giveback_ws", st.mem_giveback_ws);
     DH__META_NUM("mem_device_vetoes", st.mem_device_vetoes);
     DH__META_NUM("workspace_peak_bytes", st.ws_bytes_peak);
     DH__META_NUM("workspace_serialised_ops", st.ws_serialised);

@@ -33,6 +33,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
  * wrapper table below takes its address. */
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 
+#include "memtab.h"
 #include "wrap.h"
 #include "wrap_gen.h"
 
@@ -211,6 +212,83 @@ DH_WRAP_CAPTURE(CUDA, CUresult, cuGraphLaunch, (CUgraphExec hGraphExec, CUstream
     DH_WRAP_DRAIN(lib, ret, name, params, args, DH_DRAIN_STREAM_SYNC, 0, 1)
 
 DH_HOOKS_CUDA_SYNC(DH_CU_SYNC)
+
+/* ---- allocations: retried after the shim gives memory back (DESIGN.md invariant 11) ----
+ * As the runtime's (wrap_cudart.c): forwarded at once, a failure with
+ * CUDA_ERROR_OUT_OF_MEMORY retried after each round of the give-back, the last answer
+ * returned as the driver gave it; the stream-ordered ones drain first, as before. */
+
+#define DH_CU_ALLOC_NOTE(ptr, bytes)                                                       \
+    do {                                                                                   \
+        if (rc == CUDA_SUCCESS && dh_sched_mirroring())                                    \
+            dh_memtab_add((uintptr_t)(ptr), (bytes), dh_sched_stamp(), -1);                \
+    } while (0)
+
+DH_HOOK_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    DH_WRAP_ENTER(CUDA, CUresult, cuMemAlloc_v2);
+    CUresult rc = real_(dptr, bytesize);
+    DH_SCHED_RETRY_ALLOC(rc, CUDA_ERROR_OUT_OF_MEMORY, bytesize, real_(dptr, bytesize));
+    if (dptr)
+        DH_CU_ALLOC_NOTE(*dptr, bytesize);
+    dh__hook_leave();
+    return rc;
+}
+
+DH_HOOK_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
+                                           size_t Height, unsigned int ElementSizeBytes)
+{
+    DH_WRAP_ENTER(CUDA, CUresult, cuMemAllocPitch_v2);
+    CUresult rc = real_(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    DH_SCHED_RETRY_ALLOC(rc, CUDA_ERROR_OUT_OF_MEMORY, WidthInBytes * Height,
+                         real_(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+    if (dptr && pPitch)
+        DH_CU_ALLOC_NOTE(*dptr, *pPitch * Height);
+    dh__hook_leave();
+    return rc;
+}
+
+DH_HOOK_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    DH_WRAP_ENTER(CUDA, CUresult, cuMemAllocManaged);
+    CUresult rc = real_(dptr, bytesize, flags);
+    DH_SCHED_RETRY_ALLOC(rc, CUDA_ERROR_OUT_OF_MEMORY, bytesize, real_(dptr, bytesize, flags));
+    if (dptr)
+        DH_CU_ALLOC_NOTE(*dptr, bytesize);
+    dh__hook_leave();
+    return rc;
+}
+
+/* Physical memory of the virtual-memory API: no address yet (cuMemMap gives it one), so
+ * nothing for the allocation table. */
+DH_HOOK_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                                    const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    DH_WRAP_ENTER(CUDA, CUresult, cuMemCreate);
+    CUresult rc = real_(handle, size, prop, flags);
+    DH_SCHED_RETRY_ALLOC(rc, CUDA_ERROR_OUT_OF_MEMORY, size, real_(handle, size, prop, flags));
+    dh__hook_leave();
+    return rc;
+}
+
+#define DH_CU_ALLOC_ASYNC(name)                                                            \
+    DH_HOOK_EXPORT CUresult name(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)     \
+    {                                                                                      \
+        DH_WRAP_ENTER(CUDA, CUresult, name);                                               \
+        int defer = dh__may_defer();                                                       \
+        if (defer)                                                                         \
+            dh_sched_drain(DH_DRAIN_STREAM_SYNC); /* as DH_CU_SYNC drained it */           \
+        CUresult rc = real_(dptr, bytesize, hStream);                                      \
+        DH_SCHED_RETRY_ALLOC(rc, CUDA_ERROR_OUT_OF_MEMORY, bytesize,                       \
+                             real_(dptr, bytesize, hStream));                              \
+        if (defer)                                                                         \
+            dh_sched_forwarded(); /* later strand-1 work must follow this call */         \
+        dh__hook_leave();                                                                  \
+        return (CUresult)dh__report(DH_HOOK_LIB_CUDA, (int)rc);                            \
+    }
+
+DH_CU_ALLOC_ASYNC(cuMemAllocAsync)
+DH_CU_ALLOC_ASYNC(cuMemAllocAsync_ptsz)
 
 /* ---- graph capture: drain, then pass everything through until it ends ---- */
 

@@ -128,10 +128,7 @@ DH_HOOK_EXPORT cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStrea
     cudaError_t rc = real_(devPtr, size, s);
     /* Memory the shim holds is given back before the program is told it has none
      * (DESIGN.md invariant 11). */
-    if (rc == cudaErrorMemoryAllocation && dh_sched_mirroring() && dh_sched_alloc_failed(size)) {
-        rc = real_(devPtr, size, s);
-        dh_sched_alloc_retried(rc == cudaSuccess);
-    }
+    DH_SCHED_RETRY_ALLOC(rc, cudaErrorMemoryAllocation, size, real_(devPtr, size, s));
     if (rc == cudaSuccess && dh_sched_mirroring())
         dh_sched_alloc_note(*devPtr, size);
     dh__hook_leave();
@@ -265,14 +262,70 @@ DH_HOOK_EXPORT cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
     DH_WRAP_ENTER(CUDART, cudaError_t, cudaMalloc);
     cudaError_t rc = real_(devPtr, size);
-    if (rc == cudaErrorMemoryAllocation && dh_sched_mirroring() && dh_sched_alloc_failed(size)) {
-        rc = real_(devPtr, size);
-        dh_sched_alloc_retried(rc == cudaSuccess);
-    }
+    DH_SCHED_RETRY_ALLOC(rc, cudaErrorMemoryAllocation, size, real_(devPtr, size));
     if (rc == cudaSuccess && devPtr && dh_sched_mirroring())
         dh_memtab_add((uintptr_t)*devPtr, size, dh_sched_stamp(), -1);
     dh__hook_leave();
     return rc;
+}
+
+/* The other allocations: forwarded at once as cudaMalloc (the stream-ordered one from a
+ * program's pool after a drain, as before: the shim does not place it on a strand's
+ * stream), retried after the shim gave memory back, and remembered in the allocation
+ * table. A failure the retries keep is returned as the runtime returned it. */
+DH_HOOK_EXPORT cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width,
+                                           size_t height)
+{
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaMallocPitch);
+    cudaError_t rc = real_(devPtr, pitch, width, height);
+    DH_SCHED_RETRY_ALLOC(rc, cudaErrorMemoryAllocation, width * height,
+                         real_(devPtr, pitch, width, height));
+    if (rc == cudaSuccess && devPtr && pitch && dh_sched_mirroring())
+        dh_memtab_add((uintptr_t)*devPtr, *pitch * height, dh_sched_stamp(), -1);
+    dh__hook_leave();
+    return rc;
+}
+
+DH_HOOK_EXPORT cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pitchedDevPtr,
+                                        struct cudaExtent extent)
+{
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaMalloc3D);
+    cudaError_t rc = real_(pitchedDevPtr, extent);
+    DH_SCHED_RETRY_ALLOC(rc, cudaErrorMemoryAllocation,
+                         extent.width * extent.height * extent.depth,
+                         real_(pitchedDevPtr, extent));
+    if (rc == cudaSuccess && pitchedDevPtr && dh_sched_mirroring())
+        dh_memtab_add((uintptr_t)pitchedDevPtr->ptr,
+                      pitchedDevPtr->pitch * extent.height * (extent.depth ? extent.depth : 1),
+                      dh_sched_stamp(), -1);
+    dh__hook_leave();
+    return rc;
+}
+
+DH_HOOK_EXPORT cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaMallocManaged);
+    cudaError_t rc = real_(devPtr, size, flags);
+    DH_SCHED_RETRY_ALLOC(rc, cudaErrorMemoryAllocation, size, real_(devPtr, size, flags));
+    if (rc == cudaSuccess && devPtr && dh_sched_mirroring())
+        dh_memtab_add((uintptr_t)*devPtr, size, dh_sched_stamp(), -1);
+    dh__hook_leave();
+    return rc;
+}
+
+DH_HOOK_EXPORT cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size,
+                                                   cudaMemPool_t memPool, cudaStream_t stream)
+{
+    DH_WRAP_ENTER(CUDART, cudaError_t, cudaMallocFromPoolAsync);
+    int defer = dh__may_defer();
+    if (defer)
+        dh_sched_drain(DH_DRAIN_UNCAPTURABLE); /* as its generated wrapper drained */
+    cudaError_t rc = real_(ptr, size, memPool, stream);
+    DH_SCHED_RETRY_ALLOC(rc, cudaErrorMemoryAllocation, size, real_(ptr, size, memPool, stream));
+    if (defer)
+        dh_sched_forwarded(); /* later strand-1 work must follow this call */
+    dh__hook_leave();
+    return (cudaError_t)dh__report(DH_HOOK_LIB_CUDART, (int)rc);
 }
 
 /* The thread's last error, or else a replay failure no call has reported yet (scheduler.h

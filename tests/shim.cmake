@@ -77,6 +77,15 @@ dh_add_test(NAME shim.passthrough COMMAND shim_test_passthrough LABELS shim asan
   ENV "DH_TEST_CHILD=$<TARGET_FILE:shim_child>" "DH_TEST_PRELOAD=${_pre}:${_vgpu_libs}"
       "DH_TEST_LIBDIR=${VGPU_LIBDIR}")
 
+# Every allocation entry point the shim wraps gives memory back and retries before the
+# program's allocation fails, and returns the library's own error when that cannot help.
+add_executable(shim_alloc_retry ${_shim_dir}/alloc_retry.c)
+target_link_libraries(shim_alloc_retry PRIVATE dh::real_cuda)
+add_dependencies(shim_alloc_retry dhelix_shim vgpu_all)
+dh_add_test(NAME shim.alloc_retry COMMAND bash ${_shim_dir}/alloc_retry.sh LABELS shim asan TIMEOUT 120
+  ENV "DH_TEST_PROG=$<TARGET_FILE:shim_alloc_retry>" "DH_TEST_PRELOAD=${_pre}:${_vgpu_libs}"
+      "DH_TEST_LIBDIR=${VGPU_LIBDIR}")
+
 # The CLI, and the configuration section of the docs against its generator.
 dh_add_test(NAME cli.basic
   COMMAND ${CMAKE_COMMAND} -DDHELIX=$<TARGET_FILE:dhelix> -DVERSION=${PROJECT_VERSION}

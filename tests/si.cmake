@@ -18,6 +18,8 @@
 #   mem_bound: DHELIX_MAX_EXTRA_MEM makes every rank vote no on the pairs past it (exact)
 #   fullmem_1m fullmem_64m: a device with the baseline's peak plus 1 MiB / 64 MiB: every
 #     mode exact, no shim workspace before pairing, memory given back when an allocation fails
+#   fullmem_bench: gpt-6.7b-a40 at full depth (timing-only) at its baseline peak + 1% (the
+#     plan fits: nothing given up, SI gains) and + 0.5% (it does not: said and counted)
 #   agree_silent: a peer that never answers the vote (bounded waits, program order, exact)
 #   diverge_tpdp, diverge_pp: one rank at a time diverges (extra op, missing op, host sync,
 #     query) in TP2 x DP2 and PP2 (interleaved): exact, no mismatch, pairing resumes
@@ -44,7 +46,7 @@ set(_si_scenarios tp_sp tp_sp_init pp_1f1b pp_tp pp_vpp cp_pp_vpp pp4_tp_vpp pp4
     desync_extra desync_missing desync_shape
     bad_plan_json bad_plan_version bad_plan_model bad_plan_layout bad_plan_world bad_plan_truncated
     inject_stress jitter rotated_plan share_mem mem_bound agree_silent diverge_tpdp diverge_pp
-    fullmem_1m fullmem_64m
+    fullmem_1m fullmem_64m fullmem_bench
     auto_tp_sp auto_tp_sp_init auto_cp auto_moe_ep auto_moe_ep_dyn auto_tpdp auto_cache
     auto_pp_1f1b auto_pp_tp auto_pp_vpp auto_pp4_tp_vpp_nooverlap auto_dp_ogr
     auto_reject auto_measured auto_silent auto_busy

@@ -152,13 +152,30 @@ void dh_sched_capture_end(void);
 void dh_sched_set_reorder_allowed(int allowed, const char *why);
 
 /* Framework thread, no lock: the program's allocation of size bytes just failed with
- * cudaErrorMemoryAllocation (or the driver's out of memory). Gives back what the shim
- * holds (giveback.c: frees owed or held by a pair not agreed yet, cached pool memory, its
- * workspaces) and returns 1: the caller retries once and reports the retry's result with
- * dh_sched_alloc_retried. Returns 0 when the shim holds nothing (not deferring). Clears
- * the thread's last error, which the retry sets again if it fails. */
-int dh_sched_alloc_failed(size_t size);
+ * cudaErrorMemoryAllocation (or the driver's out of memory), for the round-th time (0
+ * first). Gives back what the shim holds, in rounds (giveback.c): round 0 what it owes (frees
+ * to issue, the device's pending frees, the pool's cache), round 1 what pairing holds (a
+ * pair not agreed yet), then its workspaces. Returns 1 when it gave something back: the
+ * caller retries and calls again with round + 1 while the retry fails; 0 when there is
+ * nothing (more) to give (not deferring, or no round left): the failure is the program's. The caller reports the last retry's
+ * result with dh_sched_alloc_retried. Clears the thread's last error, which the retry sets
+ * again if it fails. DH_SCHED_RETRY_ALLOC is the caller's loop. */
+int dh_sched_alloc_failed(size_t size, int round);
 void dh_sched_alloc_retried(int ok);
+/* The give-back-and-retry of an allocation call (the wrappers'): rc holds the first
+ * attempt's result, oom is the API's out-of-memory status, call is the retried call. */
+#define DH_SCHED_RETRY_ALLOC(rc, oom, size, call)                                       \
+    do {                                                                               \
+        if ((rc) == (oom) && dh_sched_mirroring()) {                                   \
+            int dh__round = 0, dh__retried = 0;                                        \
+            while ((rc) == (oom) && dh_sched_alloc_failed((size), dh__round++)) {      \
+                (rc) = (call);                                                         \
+                dh__retried = 1;                                                       \
+            }                                                                          \
+            if (dh__retried)                                                           \
+                dh_sched_alloc_retried((rc) != (oom));                                 \
+        }                                                                              \
+    } while (0)
 
 /* Statistics for the exit summary. */
 typedef struct dh_sched_stats {
@@ -195,6 +212,8 @@ typedef struct dh_sched_stats {
     uint64_t mem_givebacks;       /* failed allocations of the program retried after the
                                      shim gave memory back */
     uint64_t mem_giveback_failed; /* ... whose retry failed too: the program's own failure */
+    uint64_t mem_giveback_pair;   /* ... retried again after the pairing under way was given up */
+    uint64_t mem_giveback_ws;     /* ... retried again after the workspace went */
     uint64_t mem_device_vetoes;   /* "no" votes this rank cast: an allocation failed while
                                      it held a pair not agreed yet */
     uint64_t ws_serialised;       /* strand-1 BLAS ops run after strand 0's for want of a

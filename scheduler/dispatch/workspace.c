@@ -73,34 +73,83 @@ void dh__ws_stats(uint64_t *serialised, uint64_t *refused, uint64_t *peak)
     *refused = atomic_load_explicit(&dh__ws_refused, memory_order_relaxed);
 }
 
-/* What the program will still take, by the program-order count, before it is back at the
- * highest it held so far (with what pairing held then). Lock NOT held. */
-static int64_t dh__ws_program_room(void)
+/* The highest the program held so far by the program-order count (with what pairing held
+ * then): what it will take again. Lock NOT held. */
+static int64_t dh__ws_program_top(void)
 {
     pthread_mutex_lock(&dh__s.lock);
-    int64_t now = dh__s.live_bytes + (int64_t)dh__s.unc_bytes;
     int64_t top = dh__s.held_peak > dh__s.live_peak ? dh__s.held_peak : dh__s.live_peak;
     pthread_mutex_unlock(&dh__s.lock);
-    return top > now ? top - now : 0;
+    return top;
 }
 
-/* dh__ws_lock held. Allocates w (need bytes) when the device has them free beside what the
- * program will still take; says once why not. */
-static void dh__ws_alloc(dh__ws_t *w, size_t need, int64_t program)
+/* Device dev's default pool: its reserved bytes and those in use (0 and 0 when unknown). */
+static void dh__ws_pool(long dev, size_t *reserved, size_t *used)
 {
     const dh_real_t *R = dh_real();
-    size_t freeb = 0, total = 0;
+    cudaMemPool_t pool;
+    unsigned long long res = 0, u = 0;
+    *reserved = *used = 0;
+    if (R->cudaDeviceGetMemPool == NULL || R->cudaMemPoolGetAttribute == NULL ||
+        R->cudaDeviceGetMemPool(&pool, (int)dev) != cudaSuccess ||
+        R->cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &res) != cudaSuccess ||
+        R->cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &u) != cudaSuccess) {
+        R->cudaGetLastError();
+        return;
+    }
+    *reserved = (size_t)res;
+    *used = (size_t)(u < res ? u : res);
+}
+
+static void dh__ws_pool_trim(long dev)
+{
+    const dh_real_t *R = dh_real();
+    cudaMemPool_t pool;
+    if (R->cudaDeviceGetMemPool != NULL && R->cudaMemPoolTrimTo != NULL &&
+        R->cudaDeviceGetMemPool(&pool, (int)dev) == cudaSuccess)
+        R->cudaMemPoolTrimTo(pool, 0);
+    R->cudaGetLastError();
+}
+
+/* dh__ws_lock held. Allocates w (need bytes) when the device has them free now (the
+ * stream-ordered pool's cache included: it goes back to the device first) and when they fit
+ * beside the program at its peak so far (top, by the program-order count): the memory
+ * outside the pool (cudaMalloc, the libraries' own) plus top plus need within the device.
+ * The peak is the count's, not a reading of the device now: the device also holds frees the
+ * dispatcher has not issued and frees issued that it has not run, which pass (memacct.c
+ * makes a fresh allocation wait for the former; the pool reuses the latter in stream order);
+ * counted as taken, they refused the workspace at gpt-6.7b-a40's baseline peak + 0.5% by
+ * 14-20 MB of a 66 MiB headroom, and SI lost there. A device that runs short anyway gets the
+ * workspace back at the program's failed allocation (giveback.c). Says once why not. */
+static void dh__ws_alloc(dh__ws_t *w, size_t need, int64_t top)
+{
+    const dh_real_t *R = dh_real();
+    long dev = (long)(w - dh__ws);
+    size_t freeb = 0, total = 0, res = 0, used = 0;
     if (R->cudaMemGetInfo == NULL || R->cudaMemGetInfo(&freeb, &total) != cudaSuccess)
         return;
-    if ((double)freeb < (double)need + (double)program ||
-        R->cudaMalloc(&w->ptr, need) != cudaSuccess) {
+    dh__ws_pool(dev, &res, &used);
+    size_t cache = res - used;
+    double outside = (double)total - (double)freeb - (double)res;
+    double lacked = (double)need - (double)freeb - (double)cache;
+    double beside = outside + (double)top + (double)need - (double)total;
+    if (beside > lacked)
+        lacked = beside;
+    if (lacked <= 0 && freeb < need) {
+        dh__ws_pool_trim(dev);
+        if (R->cudaMemGetInfo(&freeb, &total) != cudaSuccess)
+            freeb = 0;
+    }
+    if (lacked > 0 || R->cudaMalloc(&w->ptr, need) != cudaSuccess) {
         R->cudaGetLastError(); /* the shim's failure is not the program's last error */
         w->ptr = NULL;
         atomic_fetch_add_explicit(&dh__ws_refused, 1, memory_order_relaxed);
         DH_WARN_ONCE(SCHED, "device memory: no room for strand 1's cuBLAS workspace (%zu bytes "
-                     "needed; %zu free, and the program will take %lld more by its peak so "
-                     "far): strand 1's GEMMs run after strand 0's (exact; that overlap is "
-                     "lost)", need, freeb, (long long)program);
+                     "needed; the device has %zu bytes, %zu free and %zu cached by the pool, "
+                     "%.0f outside the pool, and the program's peak so far is %lld: it lacked "
+                     "%.0f): strand 1's GEMMs run after strand 0's (exact; that overlap is "
+                     "lost)", need, total, freeb, cache, outside, (long long)top,
+                     lacked > 0 ? lacked : 0.0);
         return;
     }
     w->size = need;
@@ -116,7 +165,7 @@ int dh__ws_bind(const dh_op_t *op, int strand, dh_replay_ctx_t *ctx)
     size_t need = k != NULL && k->workspace != NULL ? k->workspace(op) : 0;
     ctx->workspace = NULL;
     ctx->workspace_size = 0;
-    int64_t program = strand == 1 && need > 0 ? dh__ws_program_room() : 0;
+    int64_t top = strand == 1 && need > 0 ? dh__ws_program_top() : 0;
     pthread_mutex_lock(&dh__ws_lock);
     if (strand == 0 || need == 0)
         return 0; /* the framework's own workspace, or none */
@@ -125,7 +174,7 @@ int dh__ws_bind(const dh_op_t *op, int strand, dh_replay_ctx_t *ctx)
      * the first would otherwise run after strand 0 for good. */
     size_t most = (size_t)dh__ws_seen();
     if (w->ptr == NULL && !dh__ws_given_back)
-        dh__ws_alloc(w, most > need ? most : need, program);
+        dh__ws_alloc(w, most > need ? most : need, top);
     if (w->ptr != NULL && w->size >= need) {
         ctx->workspace = w->ptr;
         ctx->workspace_size = w->size;
@@ -143,7 +192,6 @@ uint64_t dh__ws_give_back(void)
     uint64_t bytes = 0;
     int cur = -1;
     pthread_mutex_lock(&dh__ws_lock);
-    dh__ws_given_back = 1;
     for (int dev = 0; dev < DH_MAX_DEVICES; dev++) {
         dh__ws_t *w = &dh__ws[dev];
         if (w->ptr == NULL)
@@ -159,6 +207,8 @@ uint64_t dh__ws_give_back(void)
         atomic_fetch_sub_explicit(&dh__ws_now, w->size, memory_order_relaxed);
         w->ptr = NULL;
         w->size = 0;
+        /* The program lacked memory while this workspace held it: none is taken again. */
+        dh__ws_given_back = 1;
     }
     if (cur >= 0)
         R->cudaSetDevice(cur);

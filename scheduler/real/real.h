@@ -92,6 +92,8 @@
     X(CUDART, cudaError_t, cudaMemPoolSetAttribute,                                         \
       (cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value))                      \
     X(CUDART, cudaError_t, cudaMemPoolTrimTo, (cudaMemPool_t memPool, size_t minBytesToKeep)) \
+    X(CUDART, cudaError_t, cudaMemPoolGetAttribute,                                         \
+      (cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value))                      \
     X(CUDART, cudaError_t, cudaMemGetInfo, (size_t *free, size_t *total))                   \
     X(CUDART, cudaError_t, cudaStreamGetDevice, (cudaStream_t hStream, int *device))         \
     X(CUDART, cudaError_t, cudaSetDevice, (int device))                                     \

@@ -134,6 +134,12 @@ static void calls_runtime(void)
     (void)cudaMemcpy2D(NULL, 0, NULL, 0, 0, 0, cudaMemcpyHostToHost);
     (void)cudaMemcpyPeerAsync(NULL, 0, NULL, 0, 0, s);
     (void)cudaMallocFromPoolAsync(&p, 16, NULL, s);
+    /* ALLOC: the other allocations (retried after a give-back) */
+    size_t pitch = 0;
+    struct cudaPitchedPtr pp;
+    (void)cudaMallocPitch(&p, &pitch, 16, 1);
+    (void)cudaMalloc3D(&pp, (struct cudaExtent){16, 1, 1});
+    (void)cudaMallocManaged(&p, 16, cudaMemAttachGlobal);
     (void)cudaLaunchKernel_ptsz((const void *)calls_runtime, one, one, NULL, 0, s);
     (void)cudaLaunchKernelExC_ptsz(&cfg, (const void *)calls_runtime, NULL);
     (void)__cudaLaunchKernel_ptsz((cudaKernel_t)(void *)calls_runtime, one, one, NULL, 0, s);
@@ -289,6 +295,14 @@ static void calls_driver(void)
     CALL_BY_NAME(cuStreamWaitEvent, NULL, NULL, 0);
     CALL_BY_NAME(cuStreamWaitEvent_ptsz, NULL, NULL, 0);
     CALL_BY_NAME(cuMemAllocAsync, &dp, 16, NULL);
+    size_t dpitch = 0;
+    CUmemGenericAllocationHandle mh = 0;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    CALL_BY_NAME(cuMemAlloc_v2, &dp, 16);
+    CALL_BY_NAME(cuMemAllocPitch_v2, &dp, &dpitch, 16, 1, 4);
+    CALL_BY_NAME(cuMemAllocManaged, &dp, 16, CU_MEM_ATTACH_GLOBAL);
+    CALL_BY_NAME(cuMemCreate, &mh, 16, &prop, 0);
     CALL_BY_NAME(cuMemAllocAsync_ptsz, &dp, 16, NULL);
     CALL_BY_NAME(cuMemFreeAsync, 0, NULL);
     CALL_BY_NAME(cuMemFreeAsync_ptsz, 0, NULL);

@@ -105,6 +105,32 @@ void cov_sync_extra(cudaStream_t s0, cudaStream_t sc, const float *w, float *out
     void *pinned = NULL;
     CK_CU(DRV(cuMemAllocHost_v2)(&pinned, 64));
     CK_CU(DRV(cuMemFreeHost)(pinned));
+    /* The other allocations (retried after a give-back: wrap_cudart.c, wrap_cuda.c), each
+     * freed again. */
+    void *m = NULL;
+    size_t pitch = 0;
+    CK_RT(cudaMallocPitch(&m, &pitch, 64, 4));
+    CK_RT(cudaFree(m));
+    struct cudaPitchedPtr pp;
+    CK_RT(cudaMalloc3D(&pp, (struct cudaExtent){64, 4, 2}));
+    CK_RT(cudaFree(pp.ptr));
+    CK_RT(cudaMallocManaged(&m, 64, cudaMemAttachGlobal));
+    CK_RT(cudaFree(m));
+    CUdeviceptr d3 = 0;
+    CK_CU(DRV(cuMemAlloc_v2)(&d3, 64));
+    CK_CU(DRV(cuMemFree_v2)(d3));
+    CK_CU(DRV(cuMemAllocPitch_v2)(&d3, &pitch, 64, 4, 4));
+    CK_CU(DRV(cuMemFree_v2)(d3));
+    CK_CU(DRV(cuMemAllocManaged)(&d3, 64, CU_MEM_ATTACH_GLOBAL));
+    CK_CU(DRV(cuMemFree_v2)(d3));
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    CUmemGenericAllocationHandle mh = 0;
+    CK_CU(DRV(cuMemCreate)(&mh, (size_t)2 << 20, &prop, 0));
+    CK_CU(DRV(cuMemRelease)(mh));
     CK_RT(cudaFreeAsync_ptsz(t, sc));
     CK_RT(cudaStreamSynchronize_ptsz(sc));
     out[2 * N] = (float)host_calls;

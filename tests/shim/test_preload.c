@@ -546,7 +546,7 @@ static void expect_meta(fx_t *f, const char *mode, int deferring)
                                          "pool_reuse_cross_strand",
                                          "pool_reuse_cross_strand_bytes", "pool_fresh_allocs",
                                          "pool_fresh_bytes", "pool_cross_refused",
-                                         "mem_givebacks", "mem_giveback_failed",
+                                         "mem_givebacks", "mem_giveback_failed", "mem_giveback_pair", "mem_giveback_ws",
                                          "mem_device_vetoes", "workspace_peak_bytes",
                                          "workspace_serialised_ops", "workspace_refused"};
     const size_t nkinds = sizeof(kinds) / sizeof(kinds[0]);

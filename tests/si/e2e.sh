@@ -1450,6 +1450,36 @@ PY
   esac
 }
 
+# auto_sync_rec (by hand, not in CTest: it fails today; issue 27): auto mode on TP=2 x DP=2
+# llama-tiny, 8 iterations, where one rank adds a host synchronisation of its own while
+# auto mode is still recording (WL_INJECT=sync@ITER:RANK/POINT, SI_SYNC_SPEC, default
+# sync@1:1/fwd). Every run must be exact, every rank must switch at one iteration and no
+# vote may time out. Measured 2026-11-28: exact, but no rank switches ("the agreement
+# between ranks broke before the switch") for sync@1:1/fwd, sync@0:1/bwd, sync@1:0/end,
+# sync@1:1/start and sync@2:1/fwd0 (the switch boundary of the diverging rank is one to two
+# iterations after its peers' in four of them; in sync@0:1/bwd all are due at 4 and it still
+# breaks). Not understood yet: a count of iterations by tracker.c's start rule instead of
+# the recorder's segments (tried) changed nothing; the diverging rank's iteration edges
+# (profile_rec.c, period_first/period_last) and its switch votes are what to look at next.
+scenario_auto_sync_rec() {
+  local args=(--model llama-tiny --tp 2 --dp 2 --gbs 8 --mbs 1 --iters 8) spec=${SI_SYNC_SPEC:-sync@1:1/fwd}
+  wl_run base 4 WL_INJECT=none -- "${args[@]}"
+  run_ok base || return
+  wl_run auto 4 WL_INJECT="$spec" DHELIX_MODE=auto "LD_PRELOAD=$shim" DHELIX_STATS=json \
+    "DHELIX_STATS_FILE=$work/auto.stats.%p.json" -- "${args[@]}"
+  run_ok auto base || return
+  local sw to
+  sw=$(sij meta auto_switch_iteration $(stats_files auto) | awk '{print $2}' | sort -u | tr '\n' ' ')
+  to=$(sij meta agree_timeouts $(stats_files auto) | awk '{s += ($2 == "-" ? 0 : $2)} END {print s + 0}')
+  if [ "$sw" != "-1 " ] && [ "$(echo "$sw" | wc -w)" = 1 ] && [ "$to" = 0 ] &&
+     ! grep -q "agreement between ranks broke" "$work/auto.err"; then
+    pass "auto ($spec): every rank switched at iteration $sw, no vote timed out"
+  else
+    fail "auto ($spec): switch iterations per rank: $sw (expected one, not -1), votes timed out: $to" \
+         "$(sij meta auto_status $(stats_files auto) | tr '\n' ';')"
+  fi
+}
+
 # fullmem_1m fullmem_64m: a job sized to fill the device (tests/si/e2e_fullmem.sh).
 # shellcheck source=tests/si/e2e_fullmem.sh
 . "$root/tests/si/e2e_fullmem.sh"
@@ -1494,6 +1524,8 @@ case $scenario in
   jitter) set -- jitter ;;
   fullmem_1m) set -- fullmem 1048576 1m ;;
   fullmem_64m) set -- fullmem 67108864 64m ;;
+  fullmem_bench) set -- fullmem_bench ;;
+  auto_sync_rec) set -- auto_sync_rec ;;
   share_mem) set -- share_mem ;;
   mem_bound) set -- mem_bound ;;
   rotated_plan) set -- rotated_plan ;;

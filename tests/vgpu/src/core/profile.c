@@ -2,7 +2,9 @@
  * profile.c: device profiles. Every number says where it comes from: a vendor datasheet,
  * the DHelix paper's setup (arXiv 2411.15871), or a modelling assumption stated as such.
  * A profile never changes per workload configuration; VGPU_DEVICE=path.json loads one with
- * the same keys as vgpu_profile_t (missing keys keep the h100 values).
+ * the same keys as vgpu_profile_t (missing keys keep the h100 values, or those of the
+ * built-in profile its "base" key names: {"base": "a40-pcie", "mem_gib": 13.1} is that
+ * device with less memory).
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -100,6 +102,19 @@ static int load_json(const char *path, vgpu_profile_t *p)
         return -1;
     }
     *p = vg_builtin[2];
+    json_t *base = json_object_get(root, "base");
+    if (base != NULL) {
+        size_t i = 0;
+        while (i < NBUILTIN && !(json_is_string(base) &&
+                                 !strcasecmp(json_string_value(base), vg_builtin[i].name)))
+            i++;
+        if (i == NBUILTIN) {
+            vg_msg("VGPU_DEVICE=%s: \"base\" must name a built-in profile", path);
+            json_decref(root);
+            return -1;
+        }
+        *p = vg_builtin[i];
+    }
     const char *key;
     json_t *v;
     json_object_foreach(root, key, v) {
@@ -119,7 +134,7 @@ static int load_json(const char *path, vgpu_profile_t *p)
         } else if (!strcmp(key, "mem_gib") && json_is_number(v)) {
             known = 1;
             p->mem_bytes = (size_t)(json_number_value(v) * (double)(1ull << 30));
-        } else if (!strcmp(key, "source") || !strncmp(key, "_", 1)) {
+        } else if (!strcmp(key, "source") || !strcmp(key, "base") || !strncmp(key, "_", 1)) {
             known = 1; /* documentation keys */
         }
         if (!known) {

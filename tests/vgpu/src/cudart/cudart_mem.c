@@ -19,6 +19,32 @@ VG_API cudaError_t cudaMallocManaged(void **p, size_t n, unsigned flags)
     RET(vg_mem_alloc(p, n, VG_MEM_MANAGED, vg_current_device()));
 }
 
+/* Pitched allocations: rows padded to a multiple of 512 bytes (the texture alignment of
+ * current GPUs; the CUDA documentation leaves the pitch to the runtime). An allocation the
+ * device cannot hold fails with cudaErrorMemoryAllocation, as cudaMalloc does. */
+#define VG_PITCH_ALIGN 512
+static size_t vg_pitch(size_t width) { return (width + VG_PITCH_ALIGN - 1) / VG_PITCH_ALIGN * VG_PITCH_ALIGN; }
+
+VG_API cudaError_t cudaMallocPitch(void **p, size_t *pitch, size_t width, size_t height)
+{
+    if (!p || !pitch) RET(cudaErrorInvalidValue);
+    size_t pt = vg_pitch(width ? width : 1);
+    cudaError_t e = vg_mem_alloc(p, pt * (height ? height : 1), VG_MEM_DEVICE, vg_current_device());
+    if (e == cudaSuccess) *pitch = pt;
+    RET(e);
+}
+
+VG_API cudaError_t cudaMalloc3D(struct cudaPitchedPtr *pp, struct cudaExtent e)
+{
+    if (!pp) RET(cudaErrorInvalidValue);
+    size_t pt = vg_pitch(e.width ? e.width : 1);
+    void *p = NULL;
+    cudaError_t r = vg_mem_alloc(&p, pt * (e.height ? e.height : 1) * (e.depth ? e.depth : 1),
+                                 VG_MEM_DEVICE, vg_current_device());
+    if (r == cudaSuccess) *pp = (struct cudaPitchedPtr){p, pt, e.width, e.height};
+    RET(r);
+}
+
 VG_API cudaError_t cudaMallocHost(void **p, size_t n) { RET(vg_mem_alloc(p, n, VG_MEM_HOST, vg_current_device())); }
 
 VG_API cudaError_t cudaHostAlloc(void **p, size_t n, unsigned flags)

@@ -34,6 +34,49 @@ VG_API CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n)
     return r;
 }
 
+VG_API CUresult cuMemAllocPitch_v2(CUdeviceptr *p, size_t *pitch, size_t w, size_t h, unsigned elem)
+{
+    if (!p || !pitch || (elem != 4 && elem != 8 && elem != 16)) return CUDA_ERROR_INVALID_VALUE;
+    /* Rows padded to 512 bytes, as cudaMallocPitch pads them (cudart_mem.c). */
+    size_t pt = ((w ? w : 1) + 511) / 512 * 512;
+    void *v = NULL;
+    CUresult r = cu(vg_mem_alloc(&v, pt * (h ? h : 1), VG_MEM_DEVICE, vg_current_device()));
+    if (r == CUDA_SUCCESS) *pitch = pt;
+    *p = (CUdeviceptr)v;
+    return r;
+}
+
+VG_API CUresult cuMemAllocManaged(CUdeviceptr *p, size_t n, unsigned flags)
+{
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    (void)flags;
+    void *v = NULL;
+    CUresult r = cu(vg_mem_alloc(&v, n, VG_MEM_MANAGED, vg_current_device()));
+    *p = (CUdeviceptr)v;
+    return r;
+}
+
+/* Virtual memory management: only the physical allocation (its handle is the backing's
+ * address; no mapping calls), so that a program's cuMemCreate can run out of memory as a
+ * cudaMalloc does. */
+VG_API CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *prop,
+                            unsigned long long flags)
+{
+    if (!h || !prop || flags || n == 0 || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_INVALID_VALUE;
+    void *v = NULL;
+    CUresult r = cu(vg_mem_alloc(&v, n, VG_MEM_DEVICE, prop->location.id));
+    *h = (CUmemGenericAllocationHandle)(uintptr_t)v;
+    return r;
+}
+
+VG_API CUresult cuMemRelease(CUmemGenericAllocationHandle h)
+{
+    if (!h) return CUDA_ERROR_INVALID_VALUE;
+    return cu(vg_mem_free((void *)(uintptr_t)h, 0));
+}
+
 VG_API CUresult cuMemFree_v2(CUdeviceptr p)
 {
     if (!p) return CUDA_SUCCESS;
@@ -257,6 +300,8 @@ VG_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void *data) { return c
     X(cuCtxGetStreamPriorityRange, cuCtxGetStreamPriorityRange, 0)                        \
     X(cuMemAlloc, cuMemAlloc_v2, 0) X(cuMemFree, cuMemFree_v2, 0)                         \
     X(cuMemAllocHost, cuMemAllocHost_v2, 0) X(cuMemFreeHost, cuMemFreeHost, 0)            \
+    X(cuMemAllocPitch, cuMemAllocPitch_v2, 0) X(cuMemAllocManaged, cuMemAllocManaged, 0)  \
+    X(cuMemCreate, cuMemCreate, 0) X(cuMemRelease, cuMemRelease, 0)                       \
     X(cuMemAllocAsync, cuMemAllocAsync, cuMemAllocAsync_ptsz)                             \
     X(cuMemFreeAsync, cuMemFreeAsync, cuMemFreeAsync_ptsz) X(cuMemGetInfo, cuMemGetInfo_v2, 0) \
     X(cuMemcpyHtoD, cuMemcpyHtoD_v2, 0) X(cuMemcpyDtoH, cuMemcpyDtoH_v2, 0)               \
