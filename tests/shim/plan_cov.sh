@@ -10,6 +10,7 @@
 #     generated wrappers inside the iterations it follows (drains_mid_iteration,
 #     UNCAPTURABLE: the gemv, dot, stream memory operations, 3D and symbol copies and the
 #     pointer-array batched GEMM that every forward calls);
+#   - stress mode (DH_PLANCOV_STRESS_SEEDS seeds, 2) is exact on both ranks too;
 #   - with each test break of DH_PLANCOV_BREAKS (scheduler/ops/breaks.h) the plan run is
 #     caught: it fails or its output differs. drain_generated: those entry points are
 #     forwarded without draining, so the first of them, which ends the paired forward, runs
@@ -130,6 +131,17 @@ EOF
     *) fail "rank $r: ${verdict#BAD } (want paired_groups > 0, plan_iterations > 1," \
             "plan_desyncs 0, generated_drains_mid_iteration > 0)" ;;
   esac
+done
+
+# Stress mode on the same two-rank program: deferral and seeded reordering change nothing.
+for ((seed = 1; seed <= ${DH_PLANCOV_STRESS_SEEDS:-2}; seed++)); do
+  run "stress$seed" "$pre" DHELIX_MODE=stress "DHELIX_SEED=$seed"
+  if [ "$(rc "stress$seed")" != 0 ]; then
+    fail "stress mode, seed $seed: exit $(rc "stress$seed")"; tail_of "stress$seed"
+  else
+    same "stress$seed" && ok "stress mode, seed $seed: exact on both ranks" ||
+      fail "stress mode, seed $seed: output differs"
+  fi
 done
 
 for b in $breaks; do
