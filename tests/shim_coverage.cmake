@@ -65,6 +65,21 @@ dh_add_test(NAME shim.breaks COMMAND shim_test_breaks LABELS shim TIMEOUT 240
 dh_add_test(NAME shim.bench_smoke COMMAND shim_bench_overhead --smoke LABELS shim TIMEOUT 60
   ENV "LD_PRELOAD=${_cov_pre}:${_cov_libs}" "LD_LIBRARY_PATH=${VGPU_LIBDIR}")
 
+# Plan mode with pairs (issue 28): the program's two-rank variant (--tp2, two processes under
+# mpiexec) through profile mode, `dhelix plan` and the plan run on the vgpu's a40 slowed 64
+# times (tests/si/a40-div64.json: its all-reduce lasts long enough that pairing pays); exact
+# on both ranks, no hazard, paired groups on both, and the test breaks drain_generated and
+# pool_barrier caught in the plan run (tests/shim/plan_cov.sh says what it judges).
+if(DH_HAVE_MPI)
+  dh_add_test(NAME shim.plan_coverage COMMAND ${_cov_dir}/plan_cov.sh
+    LABELS shim asan TIMEOUT 300
+    ENV "DH_TEST_COVERAGE=$<TARGET_FILE:shim_coverage>" "DH_TEST_PRELOAD=${_cov_pre}:${_cov_libs}"
+        "DH_TEST_VGPU_PRELOAD=${_cov_vgpu}${_cov_libs}" "DH_TEST_LIBDIR=${VGPU_LIBDIR}"
+        "DH_TEST_DHELIX=$<TARGET_FILE:dhelix>" "DH_TEST_MPIEXEC=${MPIEXEC_EXECUTABLE}"
+        "DH_TEST_DEVICE=${PROJECT_SOURCE_DIR}/tests/si/a40-div64.json"
+        "DH_TEST_WORK=${CMAKE_CURRENT_BINARY_DIR}/plan_coverage" "VGPU_COMM_TIMEOUT=60")
+endif()
+
 # Failing calls (issue 13): tests/shim/errprobe.c's output must be byte-identical without
 # the shim and with it in passthrough, stress (three seeds), strands and profile mode.
 add_executable(shim_errprobe ${_cov_dir}/errprobe.c)

@@ -559,9 +559,14 @@ void *dh__dispatch_main(void *arg)
         if (kicked || dh__s.stop)
             dh__flush_to(dh__s.next_seq);
         int flush = 0;
-        for (unsigned k = 0; k < dh__s.cut_n; k++)
-            flush |= dh__s.cuts[(dh__s.cut_head + k) % dh__s.cut_cap].gend == UINT64_MAX ||
-                     dh__s.cuts[(dh__s.cut_head + k) % dh__s.cut_cap].seq;
+        uint64_t served = 0;
+        for (unsigned k = 0; k < dh__s.cut_n; k++) {
+            const struct dh_cut *c = &dh__s.cuts[(dh__s.cut_head + k) % dh__s.cut_cap];
+            if (c->gend == UINT64_MAX || c->seq) {
+                flush = 1;
+                served = c->lim > served ? c->lim : served;
+            }
+        }
         dh_mode_order_t order = dh__mode()->order;
         if (order == DH_ORDER_GROUPS) {
             /* Each flush in the order the program asked for them (sched_int.h), then the
@@ -600,6 +605,8 @@ void *dh__dispatch_main(void *arg)
         if (b.n)
             dh__run(&b);
         dh__s.low_water = dh__low_water();
+        if (served > dh__s.flush_served)
+            dh__s.flush_served = served;
         pthread_cond_broadcast(&dh__s.done);
         if (dh__s.stop && !dh__s.in_head && dh__s.low_water >= dh__s.next_seq)
             break;

@@ -603,7 +603,15 @@ void dh_sched_drain(dh_drain_reason_t why)
     else
         dh__flush_to(target);
     pthread_cond_signal(&dh__s.work);
-    while (dh__s.low_water < target && dh__s.started)
+    /* Replayed is not enough: the ops may have gone out as released groups before this
+     * flush, and the barrier that joins strand 1's streams into the framework streams comes
+     * with the flush's own batch (dispatch.c). A call forwarded on a framework stream before
+     * that batch ran would overtake strand 1's work (measured: the coverage program's gemv
+     * after a paired forward read its input before the kernels that wrote it, in 3 of 22
+     * plan runs, tests/shim/plan_cov.sh). The dispatcher itself never waits for its own
+     * batch. */
+    while ((dh__s.low_water < target || (dh__s.flush_served < target && !dh__tls_is_dispatcher)) &&
+           dh__s.started)
         pthread_cond_wait(&dh__s.done, &dh__s.lock);
     pthread_mutex_unlock(&dh__s.lock);
     if (c && c->drained && why != DH_DRAIN_EXIT)

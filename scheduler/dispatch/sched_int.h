@@ -71,6 +71,8 @@ typedef struct dh_sched_state {
     uint64_t next_seq;            /* lock */
     uint64_t low_water;           /* lock: every op with seq < low_water has been replayed */
     uint64_t flush_upto;          /* lock: the dispatcher must replay every seq < this */
+    uint64_t flush_served;        /* lock: the dispatcher has run, barrier included, the
+                                     batch of every flush up to this seq (dh_sched_drain) */
     /* Flushes not served yet, in the order they were asked for (a ring; see dh__flush_to).
      * The dispatcher serves each in turn, ops with seq < lim and group < gend group by
      * group, and only then the groups below the release mark. */

@@ -1,7 +1,14 @@
 /*
  * coverage.c: the shim's coverage program, an unmodified framework in miniature.
  *
- *   coverage --out PATH [--iters N] [--mbs N] [--nccl] [--stream legacy|pool] [--timeout S]
+ *   coverage --out PATH [--iters N] [--mbs N] [--nccl] [--stream legacy|pool] [--tp2 IDFILE]
+ *            [--timeout S]
+ *
+ * With --tp2 (under mpirun -n 2) it is one of two ranks, each writing PATH.RANK: inputs
+ * differ per rank, every backward ends with an all-reduce of a gradient on a two-rank
+ * communicator (coverage_nccl.c), and every forward calls the entry points of
+ * coverage_entry.c on what it just computed, so that plan mode pairs the backward of
+ * micro-batch i with the forward of i+1 around those calls (tests/shim/plan_cov.sh).
  *
  * It trains a two-layer model (GEMMs, elementwise kernels, reductions) for --iters
  * iterations of --mbs micro-batches with gradient accumulation, the way PyTorch and
@@ -79,6 +86,8 @@ typedef struct act {
 
 static struct {
     int iters, mbs, nccl, nk;
+    int tp2, rank;                            /* --tp2: one of two ranks, and which */
+    const char *idfile;
     int pool;                                 /* --stream pool: G.s0 is a created stream */
     cudaStream_t s0;                          /* the compute stream (NULL: legacy) */
     float *w1, *b1, *w2, *b2, *gw1, *gw2, *gb1, *gb2;
@@ -96,7 +105,10 @@ static struct {
     float *marks_seen, *loss_seen, *drv_seen, *snap, *snap_drv, *losses_copy;
     float *blas_out;                          /* iters x COV_BLAS_OUT (coverage_blas.c) */
     float *sync_out;                          /* iters x COV_SYNC_OUT (coverage_sync.c) */
-    float *entry_out;                         /* iters x COV_ENTRY_OUT (coverage_entry.c) */
+    float *entry_out;                         /* (iters + nk with --tp2) x COV_ENTRY_OUT
+                                                 (coverage_entry.c) */
+    float *gtp;                               /* --tp2: sum of the all-reduced gradients */
+    cudaEvent_t *ev_tp, *ev_tpd;              /* --tp2: around each all-reduce */
     int *hf_log;
     int hf_count;                             /* written by host functions, in stream order */
     /* backward thread */
@@ -143,7 +155,7 @@ static void forward(int it, int mb)
 
     /* The input, from a pageable buffer that the next batch overwrites at once. Then the
      * previous micro-batch's saved tensors die (see release_saved). */
-    cov_fill_lcg(G.stage, XN, (uint32_t)(1000 + k), 1.0f);
+    cov_fill_lcg(G.stage, XN, (uint32_t)(1000 + k + 100003 * G.rank), 1.0f);
     CK_RT(cudaMemcpyAsync(a->x, G.stage, XN * sizeof(float), cudaMemcpyHostToDevice, G.s0));
     cov_fill_lcg(G.stage, XN, (uint32_t)(5000 + k), 9.0f);
     release_saved(k - 1);
@@ -201,6 +213,13 @@ static void forward(int it, int mb)
         cov_scribble_f(&beta, 1.0f);
     }
     cov_launch(L_CU, K_ADD_BCAST, G.s0, a->y, G.b2, COV_HID, COV_TOK);
+    /* With --tp2, every entry point of coverage_entry.c (gemv, dot, stream memory
+     * operations, 3D and symbol copies, the pointer-array batched GEMM, graph launches) on
+     * the output this forward just computed: inside the forward that plan mode pairs with
+     * the previous micro-batch's backward, so the shim drains the paired group for them. */
+    if (G.tp2)
+        cov_entry_extra(G.h_main, G.s0, G.ws_main, BLAS_WS_BYTES, a->y,
+                        G.entry_out + (size_t)(G.iters + k) * COV_ENTRY_OUT);
     /* The target: generated, then partly replaced from pageable buffers overwritten at
      * once: a pitched tile (its first four rows) and, for odd micro-batches, its first 256
      * tokens through the driver's copy from a dlopen'ed handle. These come last in the
@@ -220,6 +239,8 @@ static void forward(int it, int mb)
 }
 
 /* ---- backward (backward thread) ---- */
+
+static void host_log(void *arg);
 
 static void backward(cublasHandle_t h, int it, int mb)
 {
@@ -247,6 +268,11 @@ static void backward(cublasHandle_t h, int it, int mb)
      * whatever the other strand does meanwhile overlaps it. */
     cov_launch(L_RT, K_SUM, G.s0, G.actsum + k, a->h1, FN, 200.0f);
     cov_launch(L_RT, K_MSE_GRAD, G.s0, dy, a->y, a->tg, XN, 1.0f / COV_TOK);
+    /* With --tp2 the host function comes here instead of after the backward: the shim
+     * orders a host function after all earlier work and all later work after it, so at the
+     * end it would tie the next forward to this whole backward and nothing could pair. */
+    if (G.tp2)
+        CK_RT(cudaLaunchHostFunc(G.s0, host_log, (void *)(intptr_t)k));
 
     /* main_grad(W2) += h1 dy^T through cuBLASLt, beta = 1, the shared workspace. */
     cov_lt_t gw2 = {.trans_b = 1, .m = COV_FFN, .n = COV_HID, .k = COV_TOK,
@@ -314,6 +340,18 @@ static void backward(cublasHandle_t h, int it, int mb)
     cov_launch(L_EXC, K_ROWSUM, G.s0, G.gb1, dpre, COV_FFN, COV_TOK);
     cov_launch(L_CUEX, K_ROWSUM, G.s0, G.gb2, cb, COV_HID, COV_TOK);
 
+    /* With --tp2: tensor parallelism's all-reduce of a gradient (dpre, averaged over the
+     * two ranks into dh1, which is dead by now), at the end of the backward and large
+     * enough that running it beside the next forward pays: the planner pairs them. */
+    if (G.tp2) {
+        CK_RT(cudaEventRecord(G.ev_tp[k], G.s0));
+        CK_RT(cudaStreamWaitEvent(G.s_comm, G.ev_tp[k], 0));
+        cov_tp2_allreduce(dpre, dh1, FN, G.s_comm);
+        CK_RT(cudaEventRecord(G.ev_tpd[k], G.s_comm));
+        CK_RT(cudaStreamWaitEvent(G.s0, G.ev_tpd[k], 0));
+        cov_launch(L_RT, K_ROWSUM, G.s0, G.gtp, dh1, COV_FFN, COV_TOK);
+    }
+
     /* The end of this micro-batch: a host function, a copy the watchdog checks, the
      * event it polls. */
     G.marks_host[k] = cov_sentinel();
@@ -355,7 +393,8 @@ static void *backward_thread(void *arg)
             break;
         pthread_mutex_unlock(&G.mu);
         backward(h, k / G.mbs, k % G.mbs);
-        CK_RT(cudaLaunchHostFunc(G.s0, host_log, (void *)(intptr_t)k));
+        if (!G.tp2)
+            CK_RT(cudaLaunchHostFunc(G.s0, host_log, (void *)(intptr_t)k));
         pthread_mutex_lock(&G.mu);
         G.job = -1;
         G.done = k;
@@ -656,7 +695,19 @@ static void setup(void)
     G.hf_log = cov_host_alloc((size_t)G.nk * sizeof(int));
     G.blas_out = cov_host_alloc((size_t)G.iters * COV_BLAS_OUT * sizeof(float));
     G.sync_out = cov_host_alloc((size_t)G.iters * COV_SYNC_OUT * sizeof(float));
-    G.entry_out = cov_host_alloc((size_t)G.iters * COV_ENTRY_OUT * sizeof(float));
+    G.entry_out = cov_host_alloc((size_t)(G.iters + (G.tp2 ? G.nk : 0)) * COV_ENTRY_OUT *
+                                 sizeof(float));
+    if (G.tp2) {
+        G.rank = cov_tp2_setup(G.idfile);
+        G.gtp = cov_dev_alloc(COV_FFN);
+        CK_RT(cudaMemset(G.gtp, 0, COV_FFN * sizeof(float)));
+        G.ev_tp = cov_host_alloc((size_t)G.nk * sizeof(cudaEvent_t));
+        G.ev_tpd = cov_host_alloc((size_t)G.nk * sizeof(cudaEvent_t));
+        for (int k = 0; k < G.nk; k++) {
+            CK_RT(cudaEventCreateWithFlags(&G.ev_tp[k], cudaEventDisableTiming));
+            CK_RT(cudaEventCreateWithFlags(&G.ev_tpd[k], cudaEventDisableTiming));
+        }
+    }
     CK_BLAS(cublasLtCreate(&G.lt));
     CK_BLAS(cublasCreate(&G.h_main));
     if (G.nccl)
@@ -668,6 +719,16 @@ static void teardown(void)
 {
     if (G.nccl)
         cov_nccl_teardown();
+    if (G.tp2) {
+        for (int k = 0; k < G.nk; k++) {
+            CK_RT(cudaEventDestroy(G.ev_tp[k]));
+            CK_RT(cudaEventDestroy(G.ev_tpd[k]));
+        }
+        free(G.ev_tp);
+        free(G.ev_tpd);
+        CK_RT(cudaFree(G.gtp));
+        cov_tp2_teardown();
+    }
     cov_lt_thread_done();
     CK_BLAS(cublasDestroy(G.h_main));
     CK_BLAS(cublasLtDestroy(G.lt));
@@ -699,14 +760,17 @@ static void teardown(void)
         free(host[i]);
 }
 
-static void write_output(const char *path)
+static void write_output(const char *out)
 {
+    char path[4200];
+    snprintf(path, sizeof(path), G.tp2 ? "%s.%d" : "%s", out, G.rank);
     FILE *f = fopen(path, "wb");
     if (f == NULL)
         cov_die(__LINE__, "cannot write %s", path);
     cov_emit_begin();
-    fprintf(f, "dhelix-coverage 1 iters=%d mbs=%d nccl=%d stream=%s hid=%d ffn=%d tok=%d\n",
-            G.iters, G.mbs, G.nccl, G.pool ? "pool" : "legacy", COV_HID, COV_FFN, COV_TOK);
+    fprintf(f, "dhelix-coverage 1 iters=%d mbs=%d nccl=%d stream=%s hid=%d ffn=%d tok=%d%s\n",
+            G.iters, G.mbs, G.nccl, G.pool ? "pool" : "legacy", COV_HID, COV_FFN, COV_TOK,
+            G.tp2 ? (G.rank ? " tp2 rank=1" : " tp2 rank=0") : "");
     cov_emit_dev(f, "w1", G.w1, COV_HID * COV_FFN);
     cov_emit_dev(f, "b1", G.b1, COV_FFN);
     cov_emit_dev(f, "w2", G.w2, COV_FFN * COV_HID);
@@ -730,7 +794,9 @@ static void write_output(const char *path)
     cov_emit(f, "runtime_driver_forwarded", G.sync_out,
              (size_t)G.iters * COV_SYNC_OUT * sizeof(float));
     cov_emit(f, "generated_drain_forwarded", G.entry_out,
-             (size_t)G.iters * COV_ENTRY_OUT * sizeof(float));
+             (size_t)(G.iters + (G.tp2 ? G.nk : 0)) * COV_ENTRY_OUT * sizeof(float));
+    if (G.tp2)
+        cov_emit_dev(f, "tp_allreduced_grad", G.gtp, COV_FFN);
     cov_emit(f, "host_func_order", G.hf_log, (size_t)G.nk * sizeof(int));
     cov_emit(f, "host_func_count", &G.hf_count, sizeof(int));
     cov_emit(f, "watchdog_violations", &G.wd_violations, sizeof(int));
@@ -781,7 +847,7 @@ static int self_check(void)
 static int usage(void)
 {
     fprintf(stderr, "usage: coverage --out PATH [--iters N] [--mbs N] [--nccl] "
-                    "[--stream legacy|pool] [--timeout S]\n");
+                    "[--stream legacy|pool] [--tp2 IDFILE] [--timeout S]\n");
     return 2;
 }
 
@@ -803,13 +869,15 @@ int main(int argc, char **argv)
             timeout = atoi(argv[++i]);
         else if (strcmp(argv[i], "--nccl") == 0)
             G.nccl = 1;
+        else if (strcmp(argv[i], "--tp2") == 0 && i + 1 < argc)
+            G.idfile = argv[++i], G.tp2 = 1;
         else if (strcmp(argv[i], "--stream") == 0 && i + 1 < argc &&
                  (strcmp(argv[i + 1], "legacy") == 0 || strcmp(argv[i + 1], "pool") == 0))
             G.pool = strcmp(argv[++i], "pool") == 0;
         else
             return usage();
     }
-    if (out == NULL || G.iters < 1 || G.iters > 64 || G.mbs < 1 || G.mbs > 64 || timeout < 1)
+    if (out == NULL || (G.tp2 && G.nccl) || G.iters < 1 || G.iters > 64 || G.mbs < 1 || G.mbs > 64 || timeout < 1)
         return usage();
     alarm((unsigned)timeout);
     CK_RT(cudaSetDevice(0));

@@ -196,6 +196,15 @@ void cov_nccl_backward(const float *dh1, float *dh1r, size_t nh, const float *dy
 int cov_nccl_async_errors(void);
 void cov_nccl_teardown(void);
 
+/* --tp2 IDFILE: this process is one of two ranks (mpirun -n 2; the rank from the
+ * launcher's environment); rank 0 writes the NCCL unique id to IDFILE, which must not exist
+ * yet, and rank 1 reads it. cov_tp2_setup returns the rank; cov_tp2_allreduce averages n
+ * floats of src over both ranks into dst on stream s (ncclAvg on a communicator named
+ * TENSOR_MODEL_PARALLEL_GROUP). */
+int cov_tp2_setup(const char *idfile);
+void cov_tp2_allreduce(const float *src, float *dst, size_t n, cudaStream_t s);
+void cov_tp2_teardown(void);
+
 /* Stores that the compiler must keep even though the object is dead afterwards. */
 void cov_scribble(void *p, size_t n);
 void cov_scribble_f(float *p, float v);

@@ -14,8 +14,12 @@
  *   - ncclCommGetAsyncError polled by the watchdog thread (cov_nccl_async_errors).
  * Errors: an NCCL call that fails ends the process (cov_die), as in coverage_dev.c.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <nccl.h>
 
@@ -164,4 +168,78 @@ void cov_nccl_teardown(void)
         CK_NCCL(ncclCommDestroy(comms[i]));
         comms[i] = NULL;
     }
+}
+
+/* ---- --tp2: two ranks (one process each, under mpirun) ---- */
+
+static ncclComm_t tp2;
+
+/* The launcher's rank: Open MPI, then the PMI names of MPICH and Slurm. */
+static int launcher_int(const char *const *names, int def)
+{
+    for (const char *const *n = names; *n; n++) {
+        const char *v = getenv(*n);
+        if (v && *v)
+            return atoi(v);
+    }
+    return def;
+}
+
+int cov_tp2_setup(const char *idfile)
+{
+    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK",
+                                            NULL};
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
+    int rank = launcher_int(rank_vars, -1), size = launcher_int(size_vars, -1);
+    if (rank < 0 || rank > 1 || size != 2)
+        cov_die(__LINE__, "--tp2 needs two ranks under mpirun: rank %d of %d", rank, size);
+    /* The unique id travels through idfile: rank 0 writes it (renamed into place, so that it
+     * appears whole), rank 1 polls for it. The file must not exist before the run. */
+    ncclUniqueId id;
+    if (rank == 0) {
+        char tmp[4200];
+        snprintf(tmp, sizeof(tmp), "%s.tmp%ld", idfile, (long)getpid());
+        CK_NCCL(ncclGetUniqueId(&id));
+        FILE *f = fopen(tmp, "wb");
+        if (f == NULL || fwrite(&id, sizeof(id), 1, f) != 1 || fclose(f) != 0 ||
+            rename(tmp, idfile) != 0)
+            cov_die(__LINE__, "--tp2: cannot write %s (%s)", idfile, strerror(errno));
+    } else {
+        double waited = 0;
+        for (;;) {
+            FILE *f = fopen(idfile, "rb");
+            if (f != NULL) {
+                size_t got = fread(&id, sizeof(id), 1, f);
+                fclose(f);
+                if (got == 1)
+                    break;
+            }
+            if (waited > 60.0)
+                cov_die(__LINE__, "--tp2: rank 0 wrote no id to %s within 60 s", idfile);
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+            waited += 0.002;
+        }
+    }
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.commName = "TENSOR_MODEL_PARALLEL_GROUP";
+    CK_NCCL(ncclCommInitRankConfig(&tp2, 2, id, rank, &cfg));
+    int count = -1, me = -1;
+    CK_NCCL(ncclCommCount(tp2, &count));
+    CK_NCCL(ncclCommUserRank(tp2, &me));
+    if (count != 2 || me != rank)
+        cov_die(__LINE__, "--tp2 communicator: %d ranks, rank %d; expected 2, %d", count, me,
+                rank);
+    return rank;
+}
+
+void cov_tp2_allreduce(const float *src, float *dst, size_t n, cudaStream_t s)
+{
+    CK_NCCL(ncclAllReduce(src, dst, n, ncclFloat32, ncclAvg, tp2, s));
+}
+
+void cov_tp2_teardown(void)
+{
+    CK_NCCL(ncclCommDestroy(tp2));
+    tp2 = NULL;
 }
