@@ -27,7 +27,7 @@
 
 #include "agree.h"
 
-static int g_rank, g_bad;
+static int g_rank, g_bad, g_timeout_ms;
 
 static double now_ms(void)
 {
@@ -99,7 +99,9 @@ static void scenario_late(void)
         return; /* never comes to round 3 (and keeps the hub up until the others are done) */
     double t0 = now_ms();
     expect("switch-back round 3 without rank 0", dh_agree_switch_back(3, 1), 0);
-    expect_ms("switch-back round 3 without rank 0", now_ms() - t0, 250, 1400);
+    /* about the timeout: not sooner, and later only by a loaded host's scheduling */
+    expect_ms("switch-back round 3 without rank 0", now_ms() - t0, 0.8 * g_timeout_ms,
+              4.0 * g_timeout_ms + 800);
     expect("a switch round after the timeout", dh_agree_switch(4, 1), -1);
 }
 
@@ -139,6 +141,7 @@ static int job(const char *name, int n, int timeout_ms, void (*fn)(void))
             setenv("DHELIX_AGREE_TIMEOUT_MS", v, 1);
             setenv("DHELIX_LOG", getenv("DH_TEST_AGREE_LOG") ? getenv("DH_TEST_AGREE_LOG") : "error", 1);
             g_rank = r;
+            g_timeout_ms = timeout_ms;
             fn();
             char c = 1, x;
             if (write(done[1], &c, 1) != 1 || read(release[0], &x, 1) != 0)
@@ -186,6 +189,8 @@ int main(void)
     bad |= job("never_tree", 20, 3000, scenario_never);
     bad |= job("never_unready_tree", 20, 3000, scenario_never_unready);
     bad |= job("back_tree", 20, 3000, scenario_back);
-    bad |= job("late_tree", 20, 300, scenario_late);
+    /* Every round has the timeout, the first (the tree's 20 connections) too: 300 ms was
+     * too short for it on a 2-core host at a load average of 50 under ThreadSanitizer. */
+    bad |= job("late_tree", 20, 2000, scenario_late);
     return bad;
 }
