@@ -223,9 +223,9 @@ static void dh__stop_setup(size_t m)
 
 /* The number of whole iterations in segments [0, m) once their last ones repeat a period
  * of p segments: the iterations on the period's grid back to where the segments stop
- * repeating (lo), plus one for iteration 0 before it. Iteration 0 may be cut into fewer
- * segments than the others (no synchronisation of its own) or into more (a rank that
- * synchronised once more while recording, as a logging rank does): m % p alone cannot tell
+ * repeating (lo), plus the iterations before it. Iteration 0 may be cut into fewer
+ * segments than the others (no synchronisation of its own) or an early iteration into more
+ * (a rank that synchronised once more while recording, as a logging rank does): m % p alone cannot tell
  * the two apart, and counting the first kind put the second one iteration ahead of its
  * peers (issue 27, si.auto_sync_rec: its boundaries and switch votes came one iteration
  * later than theirs). */
@@ -237,7 +237,13 @@ static uint64_t dh__iters_recorded(size_t m, size_t p)
         lo--;
     while ((m - lo) % p != 0)
         lo++; /* on the grid of the period that ends at m */
-    return (lo == 0 ? 0 : 1) + (m - lo) / p;
+    /* Before lo: the iterations whose first segment starts as the program's first (its
+     * first two ops), at least one (iteration 0) when there is anything before lo; a rank
+     * that synchronised once more in iteration 1 has two there. */
+    uint64_t n = 0;
+    for (size_t k = 0; k < lo; k++)
+        n += dh__pr.seg_first[k] == dh__pr.seg_first[0];
+    return (lo > 0 && n == 0 ? 1 : n) + (m - lo) / p;
 }
 
 /* Closes the current segment and applies the stop rule: recording ends at a host

@@ -1450,7 +1450,8 @@ PY
   esac
 }
 
-# auto_sync_rec: auto mode on TP=2 x DP=2 llama-tiny, 8 iterations, where one rank adds a
+# auto_sync_rec: auto mode on TP=2 x DP=2 llama-tiny, 12 iterations (a rank that diverges
+# in iteration 2 stops recording after iteration 5), where one rank adds a
 # host synchronisation of its own while auto mode is still recording (WL_INJECT=sync@ITER:
 # RANK/POINT; SI_SYNC_SPECS, default the five below, issue 27). Each run must be exact, every
 # rank must switch at one iteration, pair after it (paired_groups > 0 on every rank), and no
@@ -1460,7 +1461,7 @@ PY
 # (the workload's end-of-iteration event record has its start record's signature), so its
 # boundaries came one synchronisation before its peers' and the switch round had no decision.
 scenario_auto_sync_rec() {
-  local args=(--model llama-tiny --tp 2 --dp 2 --gbs 8 --mbs 1 --iters 8)
+  local args=(--model llama-tiny --tp 2 --dp 2 --gbs 8 --mbs 1 --iters 12)
   local specs=${SI_SYNC_SPECS:-sync@1:1/fwd sync@0:1/bwd sync@1:0/end sync@1:1/start sync@2:1/fwd0}
   wl_run base 4 WL_INJECT=none -- "${args[@]}"
   run_ok base || return
