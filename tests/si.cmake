@@ -34,7 +34,9 @@
 #     DHELIX_PLAN_CACHE; auto_reject auto_measured auto_silent: a plan that does not help
 #     (its prediction, rank 0's measurement after the switch) or none (a silent peer; auto_busy:
 #     an exchange port held by another listener):
-#     passthrough on every rank, nothing deferred after it, exact
+#     passthrough on every rank, nothing deferred after it, exact; auto_sync_rec: one rank
+#     synchronises once more while auto mode records (five points): exact, every rank
+#     switches at one iteration and pairs, no vote times out (issue 27)
 #   rotated_plan: a plan that pairs the last backward with the gradient reduction (exact,
 #     no race: the runtime runs that pair one after the other)
 if(NOT DH_HAVE_MPI) # every scenario starts several ranks under mpiexec (cmake/Dependencies.cmake)
