@@ -34,7 +34,9 @@
 #     DHELIX_PLAN_CACHE; auto_reject auto_measured auto_silent: a plan that does not help
 #     (its prediction, rank 0's measurement after the switch) or none (a silent peer; auto_busy:
 #     an exchange port held by another listener):
-#     passthrough on every rank, nothing deferred after it, exact
+#     passthrough on every rank, nothing deferred after it, exact; auto_sync_rec: one rank
+#     synchronises once more while auto mode records (five points): exact, every rank
+#     switches at one iteration and pairs, no vote times out (issue 27)
 #   rotated_plan: a plan that pairs the last backward with the gradient reduction (exact,
 #     no race: the runtime runs that pair one after the other)
 if(NOT DH_HAVE_MPI) # every scenario starts several ranks under mpiexec (cmake/Dependencies.cmake)
@@ -49,7 +51,7 @@ set(_si_scenarios tp_sp tp_sp_init pp_1f1b pp_tp pp_vpp cp_pp_vpp pp4_tp_vpp pp4
     fullmem_1m fullmem_64m fullmem_bench
     auto_tp_sp auto_tp_sp_init auto_cp auto_moe_ep auto_moe_ep_dyn auto_tpdp auto_cache
     auto_pp_1f1b auto_pp_tp auto_pp_vpp auto_pp4_tp_vpp_nooverlap auto_dp_ogr
-    auto_reject auto_measured auto_silent auto_busy
+    auto_reject auto_measured auto_silent auto_busy auto_sync_rec
     sweep_tpdp_plan_a sweep_tpdp_plan_b sweep_tpdp_auto_a sweep_tpdp_auto_b
     sweep_vpp_plan_a sweep_vpp_plan_b)
 # Wall-clock limits only catch a hang, they judge nothing: the vgpu's time is virtual, and the

@@ -786,6 +786,8 @@ static void dh__switch_round(uint64_t k)
     int ready = no ? 0 : dh__ready_at(k, atomic_load(&dh__a.ready));
     no = atomic_load(&dh__a.no_plan);
     int r = dh_agree_switch(k, no ? 2 : ready);
+    DH_DEBUG(PLAN, "auto: switch round %llu: voted %d, decided %d", (unsigned long long)k,
+             no ? 2 : ready, r);
     if (r < 0 || no) {
         dh__give_up(k, no);
         return;
@@ -900,6 +902,9 @@ void dh_auto_submit(const dh_op_t *op, const dh_op_desc_t *d)
     pthread_mutex_unlock(&dh__s.lock);
     if (!boundary)
         return;
+    DH_DEBUG(PLAN, "auto: boundary %llu at op sig %016llx (since sync %d, due %lld)",
+             (unsigned long long)k, (unsigned long long)d->sig, dh__a.since,
+             (long long)dh__a.due);
     if (dh__a.measure)
         dh__mark(op, k, idle);
     if (atomic_load(&dh__a.switched))

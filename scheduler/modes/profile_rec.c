@@ -55,6 +55,7 @@ static struct {
     /* the current segment: hash over (sig, thread) so far, ops, first op's sig, its
      * thread (DH__MIXED once a second thread issued in it) */
     uint64_t seg_h, seg_sig, seg_ch; /* seg_ch: the coarse hash (collectives, thread turns) */
+    uint64_t seg_sig2;              /* its second op's sig, 0 while it has one op */
     size_t seg_n;
     uint32_t last_thread;           /* the previous op's */
     uint32_t seg_thread;
@@ -220,6 +221,31 @@ static void dh__stop_setup(size_t m)
     }
 }
 
+/* The number of whole iterations in segments [0, m) once their last ones repeat a period
+ * of p segments: the iterations on the period's grid back to where the segments stop
+ * repeating (lo), plus the iterations before it. Iteration 0 may be cut into fewer
+ * segments than the others (no synchronisation of its own) or an early iteration into more
+ * (a rank that synchronised once more while recording, as a logging rank does): m % p alone cannot tell
+ * the two apart, and counting the first kind put the second one iteration ahead of its
+ * peers (issue 27, si.auto_sync_rec: its boundaries and switch votes came one iteration
+ * later than theirs). */
+static uint64_t dh__iters_recorded(size_t m, size_t p)
+{
+    const uint64_t *h = dh__pr.seg_hash;
+    size_t lo = m - p;
+    while (lo > 0 && h[lo - 1] == h[lo - 1 + p])
+        lo--;
+    while ((m - lo) % p != 0)
+        lo++; /* on the grid of the period that ends at m */
+    /* Before lo: the iterations whose first segment starts as the program's first (its
+     * first two ops), at least one (iteration 0) when there is anything before lo; a rank
+     * that synchronised once more in iteration 1 has two there. */
+    uint64_t n = 0;
+    for (size_t k = 0; k < lo; k++)
+        n += dh__pr.seg_first[k] == dh__pr.seg_first[0];
+    return (lo > 0 && n == 0 ? 1 : n) + (m - lo) / p;
+}
+
 /* Closes the current segment and applies the stop rule: recording ends at a host
  * synchronisation after which the segments recorded last repeat a period of p segments
  * that starts like the program's first iteration (its first op has the signature of the
@@ -257,7 +283,14 @@ static void dh__close_segment(void)
     }
     size_t m = dh__pr.nsegs++;
     dh__pr.seg_hash[m] = dh__fnv(dh__pr.seg_h, dh__pr.seg_n);
-    dh__pr.seg_first[m] = dh__pr.seg_sig;
+    /* How the segment starts: its first two ops. The first alone let a rank that had
+     * synchronised once more in its first iteration stop on a period rotated by one
+     * segment, where its iteration's last segment (the workload's end-of-iteration event
+     * record, alone between two synchronisations) starts with the signature of its first
+     * op (the start event record): its iteration edges then put auto mode's boundaries one
+     * synchronisation before its peers' (issue 27, si.auto_sync_rec). */
+    dh__pr.seg_first[m] = dh__fnv(dh__fnv(0xcbf29ce484222325ull, dh__pr.seg_sig),
+                                  dh__pr.seg_sig2);
     dh__pr.seg_threads[m] = dh__pr.seg_thread;
     dh__pr.seg_coarse[m] = dh__pr.seg_ch;
     dh__pr.seg_n = 0;
@@ -276,8 +309,7 @@ static void dh__close_segment(void)
             dh__pr.stopped = 1;
             dh__pr.period = p;
             dh__pr.period_next = m;
-            /* the grid of iteration 0, or its first iteration cut otherwise */
-            dh__pr.period_iter = m % p == 0 ? m / p : (m - m % p) / p + 1;
+            dh__pr.period_iter = dh__iters_recorded(m, p);
             DH_INFO(SCHED, "profile: the last %zu of %zu segments repeat a period of %zu %zu "
                     "times; recording stopped after %zu operations", reps * p, m, p, reps,
                     dh_prof_builder_nops(dh__pr.b));
@@ -316,6 +348,8 @@ uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
         dh__pr.period_first = d->sig;
         dh__pr.period_last = dh__pr.last_sig;
         dh__pr.edges = 1;
+        DH_DEBUG(SCHED, "profile: iteration edges first %016llx last %016llx (after stop)",
+                 (unsigned long long)dh__pr.period_first, (unsigned long long)dh__pr.period_last);
     }
     if (dh__pr.stopped || dh__pr.failed)
         return 0;
@@ -389,9 +423,13 @@ uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
             dh__pr.period_first = r.sig;
             dh__pr.period_last = dh__pr.before_sig;
             dh__pr.edges = 1;
+            DH_DEBUG(SCHED, "profile: iteration edges first %016llx last %016llx (at stop)",
+                     (unsigned long long)dh__pr.period_first,
+                     (unsigned long long)dh__pr.period_last);
         }
         dh__pr.seg_h = 0xcbf29ce484222325ull;
         dh__pr.seg_sig = r.sig;
+        dh__pr.seg_sig2 = 0;
         dh__pr.seg_thread = r.thread;
         dh__pr.seg_ch = 0xcbf29ce484222325ull;
     } else if (r.thread != dh__pr.seg_thread) {
@@ -404,6 +442,8 @@ uint64_t dh_prof_record(const dh_op_t *op, const dh_op_desc_t *d, int64_t mem,
         dh__pr.seg_ch = dh__fnv(dh__pr.seg_ch, 0x7468726561640000ull ^ r.thread);
     dh__pr.last_thread = r.thread;
     dh__pr.seg_h = dh__fnv(dh__fnv(dh__pr.seg_h, r.sig), r.thread);
+    if (dh__pr.seg_n == 1)
+        dh__pr.seg_sig2 = r.sig;
     dh__pr.seg_n++;
     dh__pr.pending_sync = 0;
     return i + 1;

@@ -1450,34 +1450,40 @@ PY
   esac
 }
 
-# auto_sync_rec (by hand, not in CTest: it fails today; issue 27): auto mode on TP=2 x DP=2
-# llama-tiny, 8 iterations, where one rank adds a host synchronisation of its own while
-# auto mode is still recording (WL_INJECT=sync@ITER:RANK/POINT, SI_SYNC_SPEC, default
-# sync@1:1/fwd). Every run must be exact, every rank must switch at one iteration and no
-# vote may time out. Measured 2026-11-28: exact, but no rank switches ("the agreement
-# between ranks broke before the switch") for sync@1:1/fwd, sync@0:1/bwd, sync@1:0/end,
-# sync@1:1/start and sync@2:1/fwd0 (the switch boundary of the diverging rank is one to two
-# iterations after its peers' in four of them; in sync@0:1/bwd all are due at 4 and it still
-# breaks). Not understood yet: a count of iterations by tracker.c's start rule instead of
-# the recorder's segments (tried) changed nothing; the diverging rank's iteration edges
-# (profile_rec.c, period_first/period_last) and its switch votes are what to look at next.
+# auto_sync_rec: auto mode on TP=2 x DP=2 llama-tiny, 12 iterations (a rank that diverges
+# in iteration 2 stops recording after iteration 5), where one rank adds a
+# host synchronisation of its own while auto mode is still recording (WL_INJECT=sync@ITER:
+# RANK/POINT; SI_SYNC_SPECS, default the five below, issue 27). Each run must be exact, every
+# rank must switch at one iteration, pair after it (paired_groups > 0 on every rank), and no
+# vote may time out. Before the fix (profile_rec.c: a segment starts with its first two ops;
+# the iterations recorded counted from where the period stops repeating) no rank switched in
+# any of the five: the diverging rank stopped recording on a period rotated by one segment
+# (the workload's end-of-iteration event record has its start record's signature), so its
+# boundaries came one synchronisation before its peers' and the switch round had no decision.
 scenario_auto_sync_rec() {
-  local args=(--model llama-tiny --tp 2 --dp 2 --gbs 8 --mbs 1 --iters 8) spec=${SI_SYNC_SPEC:-sync@1:1/fwd}
+  local args=(--model llama-tiny --tp 2 --dp 2 --gbs 8 --mbs 1 --iters 12)
+  local specs=${SI_SYNC_SPECS:-sync@1:1/fwd sync@0:1/bwd sync@1:0/end sync@1:1/start sync@2:1/fwd0}
   wl_run base 4 WL_INJECT=none -- "${args[@]}"
   run_ok base || return
-  wl_run auto 4 WL_INJECT="$spec" DHELIX_MODE=auto "LD_PRELOAD=$shim" DHELIX_STATS=json \
-    "DHELIX_STATS_FILE=$work/auto.stats.%p.json" -- "${args[@]}"
-  run_ok auto base || return
-  local sw to
-  sw=$(sij meta auto_switch_iteration $(stats_files auto) | awk '{print $2}' | sort -u | tr '\n' ' ')
-  to=$(sij meta agree_timeouts $(stats_files auto) | awk '{s += ($2 == "-" ? 0 : $2)} END {print s + 0}')
-  if [ "$sw" != "-1 " ] && [ "$(echo "$sw" | wc -w)" = 1 ] && [ "$to" = 0 ] &&
-     ! grep -q "agreement between ranks broke" "$work/auto.err"; then
-    pass "auto ($spec): every rank switched at iteration $sw, no vote timed out"
-  else
-    fail "auto ($spec): switch iterations per rank: $sw (expected one, not -1), votes timed out: $to" \
-         "$(sij meta auto_status $(stats_files auto) | tr '\n' ';')"
-  fi
+  local spec i=0
+  for spec in $specs; do
+    i=$((i + 1))
+    wl_run auto$i 4 WL_INJECT="$spec" DHELIX_MODE=auto "LD_PRELOAD=$shim" DHELIX_STATS=json \
+      "DHELIX_STATS_FILE=$work/auto$i.stats.%p.json" -- "${args[@]}"
+    run_ok auto$i base || continue
+    local sw to np pg
+    sw=$(sij meta auto_switch_iteration $(stats_files auto$i) | awk '$1 != "-" {print $2}' | sort -u | tr '\n' ' ')
+    to=$(sij meta agree_timeouts $(stats_files auto$i) | awk '{s += ($2 == "-" ? 0 : $2)} END {print s + 0}')
+    np=$(sij meta paired_groups $(stats_files auto$i) | awk '$1 != "-" && $2 > 0 {n++} END {print n + 0}')
+    pg=$(sij meta paired_groups $(stats_files auto$i) | awk '$1 != "-" {printf "%s ", $2}')
+    if [ "$sw" != "-1 " ] && [ "$(echo "$sw" | wc -w)" = 1 ] && [ "$to" = 0 ] && [ "$np" = 4 ] &&
+       ! grep -q "agreement between ranks broke" "$work/auto$i.err"; then
+      pass "auto ($spec): exact, every rank switched at iteration $sw and paired (paired_groups $pg), no vote timed out"
+    else
+      fail "auto ($spec): switch iterations per rank: $sw (expected one, not -1), votes timed out: $to, paired_groups per rank: $pg" \
+           "$(sij meta auto_status $(stats_files auto$i) | tr '\n' ';')"
+    fi
+  done
 }
 
 # fullmem_1m fullmem_64m: a job sized to fill the device (tests/si/e2e_fullmem.sh).
