@@ -676,6 +676,228 @@ static void dh__no_pairs_no_cost(dh_plan_t *plan)
     }
 }
 
+/* ---- waits across sections ----
+ *
+ * Each section's plan is replayed alone, but an NCCL operation that joins ranks of other
+ * sections (a pipeline send and its receive; a collective across stages) starts on the
+ * device only once every side has reached it (NCCL pairs the i-th send with the i-th
+ * receive per peer, NVIDIA/nccl src/enqueue.cc; the vgpu holds such an op at its queue's
+ * head until all sides posted, tests/vgpu/src/core/sim.c, rendezvous), and with one
+ * hardware queue everything issued behind it waits too. A plan that moves a send before
+ * the forward's collectives (moves.h) can so wait where the program did not. The sections
+ * are replayed together to a fixed point: each replay gives every joined op the time its
+ * side reached it; the next holds it until the latest side's (release times, timesim.h),
+ * and that delays what follows it. The times only grow, and the moves' proof (no cycle of
+ * waits) bounds the rounds. Run once in program order (each phase a serial run) and once in
+ * plan order (the groups), the waits each adds to its section's replay are compared: the
+ * profiled baseline already holds the program's waits, so the prediction adds the plan's
+ * extra waits (or takes off those it saves). */
+
+typedef struct dh__xrun {
+    size_t *idx;                    /* template ops in issue order */
+    uint8_t *strand;
+    size_t n;
+    size_t *cut;                    /* [ncut + 1]: the runs' bounds in idx (groups or phases) */
+    int ncut;
+    double *rel, *start, *t0;       /* per item: release time and start (absolute), scratch */
+    double first_us, us;            /* the replay without waits, and with them */
+} dh__xrun_t;
+
+static void dh__xrun_free(dh__xrun_t *r)
+{
+    free(r->idx);
+    free(r->strand);
+    free(r->cut);
+    free(r->rel);
+    free(r->start);
+    free(r->t0);
+}
+
+/* The issue order of section s: its plan's groups (plan 1) or its phases in program order. */
+static dh_status_t dh__xrun_build(const dh_plan_section_t *s, int plan, dh__xrun_t *r)
+{
+    size_t n = 0;
+    int ncut = plan ? s->ngroups : s->nphases;
+    for (int g = 0; g < ncut; g++)
+        n += plan ? s->groups[g].a_n + s->groups[g].b_n : s->phases[g].n;
+    r->idx = malloc((n + 1) * sizeof(*r->idx));
+    r->strand = malloc(n + 1);
+    r->cut = malloc(((size_t)ncut + 1) * sizeof(*r->cut));
+    r->rel = calloc(n + 1, sizeof(double));
+    r->start = malloc((n + 1) * sizeof(double));
+    r->t0 = malloc((n + 1) * sizeof(double));
+    if (!r->idx || !r->strand || !r->cut || !r->rel || !r->start || !r->t0)
+        return DH_ERR_NOMEM;
+    size_t k = 0;
+    for (int g = 0; g < ncut; g++) {
+        r->cut[g] = k;
+        if (plan) {
+            const dh_plan_group_t *G = &s->groups[g];
+            size_t pa = G->a_first, pb = G->b_first, m = G->a_n + G->b_n;
+            for (size_t j = 0; j < m; j++) {
+                int b = G->order != NULL ? G->order[j] == 'b' : j >= G->a_n;
+                r->idx[k] = b ? pb++ : pa++;
+                r->strand[k++] = (uint8_t)b;
+            }
+        } else {
+            for (size_t j = 0; j < s->phases[g].n; j++) {
+                r->idx[k] = s->phases[g].first + j;
+                r->strand[k++] = 0;
+            }
+        }
+    }
+    r->cut[ncut] = k;
+    r->n = k;
+    r->ncut = ncut;
+    return DH_OK;
+}
+
+/* One replay of run r with its release times; r->start and r->us. */
+static dh_status_t dh__xrun_replay(dh_tsim_t *ts, dh__xrun_t *r)
+{
+    double at = 0;
+    for (int g = 0; g < r->ncut; g++) {
+        size_t a = r->cut[g], m = r->cut[g + 1] - a;
+        for (size_t j = 0; j < m; j++) {
+            double v = r->rel[a + j] - at;
+            r->t0[a + j] = v > 0 ? v : 0;
+            r->start[a + j] = 0;
+        }
+        double t = m ? dh_tsim_run_at(ts, r->idx + a, r->strand + a, m, r->t0 + a,
+                                      r->start + a) : 0;
+        if (t < 0)
+            return DH_ERR_NOMEM;
+        for (size_t j = 0; j < m; j++)
+            r->start[a + j] += at;
+        at += t;
+    }
+    r->us = at;
+    return DH_OK;
+}
+
+#define DH__XSTAGE_ROUNDS 4096
+
+/* The fixed point of the runs r[0..ns) (one per section), the wait nodes rep (moves.h) of
+ * the profiles (profile k in section sec[k]); *rounds the replays it took. */
+static dh_status_t dh__xstage_fix(dh_tsim_t *ts, dh__xrun_t *r, int ns, const long *rep,
+                                  const size_t *opbase, const int *sec, int n, double *ready,
+                                  size_t nnodes, size_t **pos, int *rounds)
+{
+    for (int s = 0; s < ns; s++) {
+        DH_CHECK(dh__xrun_replay(&ts[s], &r[s]));
+        r[s].first_us = r[s].us;
+    }
+    for (*rounds = 1; *rounds < DH__XSTAGE_ROUNDS; (*rounds)++) {
+        for (size_t v = 0; v < nnodes; v++)
+            ready[v] = 0;
+        for (int k = 0; k < n; k++)
+            for (size_t j = 0; j < r[sec[k]].n; j++) {
+                long v = rep[opbase[k] + r[sec[k]].idx[j]];
+                if (v >= 0 && r[sec[k]].start[j] > ready[v])
+                    ready[v] = r[sec[k]].start[j];
+            }
+        int changed = 0;
+        for (int k = 0; k < n; k++)
+            for (size_t j = 0; j < r[sec[k]].n; j++) {
+                long v = rep[opbase[k] + r[sec[k]].idx[j]];
+                if (v >= 0 && ready[v] > r[sec[k]].rel[j] + 1e-3) {
+                    r[sec[k]].rel[j] = ready[v];
+                    changed = 1;
+                }
+            }
+        if (!changed)
+            break;
+        for (int s = 0; s < ns; s++)
+            DH_CHECK(dh__xrun_replay(&ts[s], &r[s]));
+    }
+    (void)pos;
+    return DH_OK;
+}
+
+static dh_status_t dh__xstage(const dh__pl_t *pl, dh_plan_t *plan, const int *sec)
+{
+    int ns = plan->nsections;
+    if (ns < 2)
+        return DH_OK;
+    dh__mv_sect_t *mv = calloc((size_t)pl->n + 1, sizeof(*mv));
+    if (mv == NULL)
+        return DH_ERR_NOMEM;
+    for (int k = 0; k < pl->n; k++)
+        mv[k] = (dh__mv_sect_t){&plan->sections[sec[k]], pl->prof[k], pl->tmpl[k].ops, sec[k]};
+    long *rep = NULL;
+    size_t *opbase = NULL;
+    dh_status_t st = dh__moves_nodes(mv, pl->n, &rep, &opbase);
+    free(mv);
+    if (st != DH_OK || rep == NULL)
+        return st;  /* operations that cannot be matched: each section's own replay stands */
+    size_t nnodes = 0;
+    for (size_t i = 0; i < opbase[pl->n]; i++)
+        nnodes = rep[i] + 1 > (long)nnodes ? (size_t)rep[i] + 1 : nnodes;
+    dh__sect_t *x = calloc((size_t)ns, sizeof(*x));
+    int *first = malloc((size_t)ns * sizeof(*first));
+    dh__xrun_t *rb = calloc((size_t)ns, sizeof(*rb)), *rs = calloc((size_t)ns, sizeof(*rs));
+    double *ready = malloc((nnodes + 1) * sizeof(*ready));
+    if (!x || !first || !rb || !rs || !ready)
+        st = DH_ERR_NOMEM;
+    for (int s = 0; s < ns && st == DH_OK; s++) {
+        for (int k = pl->n - 1; k >= 0; k--)
+            if (sec[k] == s)
+                first[s] = k;
+        x[s].members = &first[s];
+        x[s].nmembers = 1;
+        st = dh__time_ops(pl, &x[s], &plan->sections[s]);
+        if (st == DH_OK)
+            st = dh__xrun_build(&plan->sections[s], 0, &rb[s]);
+        if (st == DH_OK)
+            st = dh__xrun_build(&plan->sections[s], 1, &rs[s]);
+    }
+    dh_tsim_t *ts = calloc((size_t)ns, sizeof(*ts));
+    if (st == DH_OK && ts == NULL)
+        st = DH_ERR_NOMEM;
+    for (int s = 0; s < ns && st == DH_OK; s++)
+        ts[s] = x[s].ts;
+    int rounds_b = 0, rounds_s = 0;
+    if (st == DH_OK)
+        st = dh__xstage_fix(ts, rb, ns, rep, opbase, sec, pl->n, ready, nnodes, NULL, &rounds_b);
+    if (st == DH_OK)
+        st = dh__xstage_fix(ts, rs, ns, rep, opbase, sec, pl->n, ready, nnodes, NULL, &rounds_s);
+    for (int s = 0; s < ns && st == DH_OK; s++) {
+        dh_plan_section_t *S = &plan->sections[s];
+        double wb = rb[s].us - rb[s].first_us, ws = rs[s].us - rs[s].first_us;
+        if (getenv("DH_XSTAGE_DEBUG"))
+            fprintf(stderr, "xstage: section %d whole serial %.0f\n", s,
+                    dh_tsim_serial(&ts[s], 0, S->nops));
+        if (getenv("DH_XSTAGE_DEBUG"))
+            fprintf(stderr, "xstage: section %d: program order %.0f us + %.0f waits (%d rounds), "
+                    "plan %.0f + %.0f (%d rounds); si %.0f -> %.0f\n", s, rb[s].first_us, wb,
+                    rounds_b, rs[s].first_us, ws, rounds_s, S->si_us, S->si_us + ws - wb);
+        S->si_us += ws - wb;
+        if (S->si_us < 0)
+            S->si_us = 0;
+    }
+    for (int s = 0; s < ns; s++) {
+        if (ts != NULL)
+            dh_tsim_free(&ts[s]);
+        else if (x != NULL)
+            dh_tsim_free(&x[s].ts);
+        if (x != NULL)
+            free(x[s].tops);
+        if (rb != NULL)
+            dh__xrun_free(&rb[s]);
+        if (rs != NULL)
+            dh__xrun_free(&rs[s]);
+    }
+    free(ts);
+    free(x);
+    free(first);
+    free(rb);
+    free(rs);
+    free(ready);
+    free(rep);
+    free(opbase);
+    return st;
+}
+
 static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan, uint8_t *refuse, int *again)
 {
     *again = 0;
@@ -724,6 +946,8 @@ static dh_status_t dh__build_sections(dh__pl_t *pl, dh_plan_t *plan, uint8_t *re
     if (st == DH_OK)
         st = dh__moves_round(plan, pl->prof, pl->tmpl, sec, pl->n, pl->o->warn, pl->o->ctx, refuse,
                              again);
+    if (st == DH_OK && !*again)
+        st = dh__xstage(pl, plan, sec);
     if (st == DH_OK)
         dh__no_pairs_no_cost(plan);
     for (int s = 0; root_aops != NULL && s < ns; s++)
