@@ -747,30 +747,3 @@ dh_status_t dh__moves_round(const dh_plan_t *plan, const dh_profile_t *const *pr
     free(mv);
     return st;
 }
-
-dh_status_t dh__moves_nodes(const dh__mv_sect_t *x, int ns, long **rep, size_t **opbase)
-{
-    *rep = NULL;
-    *opbase = NULL;
-    dh__g_t g;
-    dh_status_t st = dh__g_build(&g, x, ns);
-    if (st == DH_OK && !g.unmatched) {
-        size_t nops = g.opbase[ns - 1] + x[ns - 1].s->nops;
-        long *r = malloc((nops + 1) * sizeof(*r));
-        size_t *ob = malloc(((size_t)ns + 1) * sizeof(*ob));
-        if (r == NULL || ob == NULL) {
-            free(r);
-            free(ob);
-            st = DH_ERR_NOMEM;
-        } else {
-            for (size_t i = 0; i < nops; i++)
-                r[i] = g.nodeof[i] < 0 ? -1 : (long)dh__find(g.uf, (size_t)g.nodeof[i]);
-            memcpy(ob, g.opbase, (size_t)ns * sizeof(*ob));
-            ob[ns] = nops;
-            *rep = r;
-            *opbase = ob;
-        }
-    }
-    dh__g_free(&g);
-    return st;
-}

@@ -85,12 +85,6 @@ void dh__moves_apply(const dh_profile_t *p, const dh_prof_op_t *tops, dh_plan_se
 /* After the alignment: marks the NCCL ops of the moves whose pairs stayed paired (moved = 1)
  * and counts them in s->moves (a pair left serial runs in program order). */
 void dh__moves_mark(dh_plan_section_t *s, const size_t *moved);
-/* The wait nodes of the ranks x[0..ns) (as dh__moves_check joins them): (*rep)[opbase[s] +
- * i] is the node of template op i of rank s, the same for the ops that are one wait across
- * ranks (a collective's on every member, a send's and its receive's), -1 for an op that is
- * no NCCL operation; *opbase has ns + 1 entries. Both NULL (and DH_OK) when some operation
- * cannot be matched. The caller frees both. Errors: DH_ERR_NOMEM. */
-dh_status_t dh__moves_nodes(const dh__mv_sect_t *x, int ns, long **rep, size_t **opbase);
 struct dh__tmpl;
 /* One round of the check over plan (sections built; n profiles, profile k in section
  * sec[k], its template tmpl[k]): *again 1 when a cycle refused moves, refuse[] then names

@@ -81,9 +81,6 @@ typedef struct dh__ts_state {
     dh__ts_lane_t *lanes;
     long *running;
     long nrun, ndone;
-    const double *release;  /* per item: the earliest time it may start, or NULL */
-    double *start;          /* per item: when it started (out), or NULL */
-    double now;
 } dh__ts_state_t;
 
 /* Completes the records set aside on lane l (its running op has just ended). */
@@ -102,16 +99,12 @@ static void dh__ts_lane_free(dh__ts_state_t *s, int l, long n)
 static int dh__ts_ready(const dh__ts_state_t *s, long k)
 {
     const dh__ts_item_t *x = &s->it[k];
-    if (s->release != NULL && s->release[k] > s->now)
-        return 0;
     return s->lanes[x->lane].busy < 0 && (x->dep < 0 || s->it[x->dep].state == DH__TS_DONE);
 }
 
 static void dh__ts_start(dh__ts_state_t *s, long k)
 {
     dh__ts_item_t *x = &s->it[k];
-    if (s->start != NULL)
-        s->start[k] = s->now;
     if (x->rem <= 0) {
         x->state = DH__TS_DONE;
         s->ndone++;
@@ -146,7 +139,7 @@ static int dh__ts_drain(dh__ts_state_t *s, long *head, long n, int per_lane)
 }
 
 /* Advances to the next completion; returns the time it took (INFINITY: nothing runs). */
-static double dh__ts_advance(dh__ts_state_t *s, const dh_tsim_t *ts, long n, double cap)
+static double dh__ts_advance(dh__ts_state_t *s, const dh_tsim_t *ts, long n)
 {
     if (s->nrun == 0)
         return INFINITY;
@@ -167,8 +160,6 @@ static double dh__ts_advance(dh__ts_state_t *s, const dh_tsim_t *ts, long n, dou
         if (x->rem / v < dt)
             dt = x->rem / v;
     }
-    if (cap < dt)
-        dt = cap;           /* a release comes first: advance to it, completing what ends */
     long keep = 0;
     for (long r = 0; r < s->nrun; r++) {
         long k = s->running[r];
@@ -186,28 +177,7 @@ static double dh__ts_advance(dh__ts_state_t *s, const dh_tsim_t *ts, long n, dou
     return dt;
 }
 
-/* The time until the queue head(s) blocked by a release time may start (INFINITY: none). */
-static double dh__ts_next_release(const dh__ts_state_t *s, long qhead, int nlanes, long n,
-                                  int one_queue)
-{
-    if (s->release == NULL)
-        return INFINITY;
-    double t = INFINITY;
-    for (int l = 0; l < (one_queue ? 1 : nlanes); l++) {
-        long h = one_queue ? qhead : s->lanes[l].head;
-        if (h >= 0 && h < n && s->release[h] > s->now && s->release[h] - s->now < t)
-            t = s->release[h] - s->now;
-    }
-    return t;
-}
-
 double dh_tsim_run(dh_tsim_t *ts, const size_t *idx, const uint8_t *strand, size_t n)
-{
-    return dh_tsim_run_at(ts, idx, strand, n, NULL, NULL);
-}
-
-double dh_tsim_run_at(dh_tsim_t *ts, const size_t *idx, const uint8_t *strand, size_t n,
-                      const double *release, double *start)
 {
     if (n == 0)
         return 0;
@@ -216,7 +186,7 @@ double dh_tsim_run_at(dh_tsim_t *ts, const size_t *idx, const uint8_t *strand, s
     dh__ts_work_t *w = ts->work;
     dh__ts_lane_t lanes[DH__TS_LANES];
     int nlanes = 0;
-    dh__ts_state_t s = {w->items, lanes, w->running, 0, 0, release, start, 0};
+    dh__ts_state_t s = {w->items, lanes, w->running, 0, 0};
     for (size_t k = 0; k < n; k++) {
         const dh_tsim_op_t *op = &ts->ops[idx[k]];
         unsigned st = strand != NULL ? strand[k] & 1u : 0;
@@ -250,19 +220,10 @@ double dh_tsim_run_at(dh_tsim_t *ts, const size_t *idx, const uint8_t *strand, s
         } while (moved);
         if (s.ndone >= (long)n)
             break;
-        /* A head held by its release time: the device idles, or runs what it has, until
-         * then (the peer's side of a point-to-point operation, planner.c). */
-        double rel = dh__ts_next_release(&s, qhead, nlanes, (long)n, ts->one_queue);
-        double dt;
-        if (s.nrun == 0 && !isinf(rel))
-            dt = rel;
-        else {
-            dt = dh__ts_advance(&s, ts, (long)n, rel);
-            if (isinf(dt))
-                break;  /* a wait whose record never comes: what ran is the time */
-        }
+        double dt = dh__ts_advance(&s, ts, (long)n);
+        if (isinf(dt))
+            break;  /* a wait whose record never comes: what ran is the time */
         now += dt;
-        s.now = now;
     }
     return now;
 }

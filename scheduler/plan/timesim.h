@@ -67,13 +67,6 @@ typedef struct dh_tsim {
  * be below ts->nops. Returns the time in us, or a negative value when out of memory. */
 double dh_tsim_run(dh_tsim_t *ts, const size_t *idx, const uint8_t *strand, size_t n);
 
-/* dh_tsim_run where item k may not start before release[k] (NULL: 0; an op held by it at
- * the head of the one queue holds back what is behind it, as a point-to-point operation
- * whose peer has not posted does on the vgpu, tests/vgpu/src/core/sim.c, rendezvous), and
- * start[k] (when not NULL) receives the time item k started. */
-double dh_tsim_run_at(dh_tsim_t *ts, const size_t *idx, const uint8_t *strand, size_t n,
-                      const double *release, double *start);
-
 /* The time of template group g (its order letters say which strand issues next). */
 double dh_tsim_group(dh_tsim_t *ts, const dh_plan_group_t *g);
 

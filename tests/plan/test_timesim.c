@@ -3,8 +3,8 @@
  * time is worked out by hand in each test's comment: a stream's order, two streams of one
  * strand co-running with interference in both directions, one hardware queue whose head
  * holds the rest (against one queue per stream), an event wait that holds its stream until
- * the record it waits for, events that stay inside their strand, a paired group in its
- * order letters, and an op held by a release time (a peer's post) with what is behind it.
+ * the record it waits for, events that stay inside their strand, and a paired group in its
+ * order letters.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -116,39 +116,6 @@ static void test_group(void **state)
     dh_tsim_free(&ts);
 }
 
-/* A send (a collective's class, stream 1) whose peer posts its receive at 300, between a
- * GEMM before it and one after, all on one queue: the first GEMM runs 0..100, the send is
- * held at the head until 300 and holds the second GEMM behind it; both then run together at
- * 0.9 (the send's 50 take 55.56, the GEMM has done 50), the GEMM's last 50 alone: 300 +
- * 55.56 + 50 = 405.56, the send started at 300 and the second GEMM at 300. One queue per
- * stream: the second GEMM runs 100..200 alone, the send 300..350: 350, the second GEMM
- * started at 100. Without release times the send starts at 0 beside the first GEMM (55.56
- * at 0.9; the GEMM has done 50, its last 50 alone), then the second: 105.56 + 100. With the
- * send released at 50: the first GEMM's first 50 alone, then both at 0.9 end together at
- * 105.56, then the second GEMM: 205.56 again. */
-static void test_release(void **state)
-{
-    (void)state;
-    dh_tsim_op_t ops[] = {{100, C, 0, 0}, {50, M, 0, 1}, {100, C, 0, 0}};
-    size_t idx[] = {0, 1, 2};
-    double rel[] = {0, 300, 0}, start[3];
-    dh_tsim_t ts = model(ops, 3, 1);
-    near(dh_tsim_run_at(&ts, idx, NULL, 3, rel, start), 300 + 50 / 0.9 + 50);
-    near(start[0], 0);
-    near(start[1], 300);
-    near(start[2], 300);
-    near(dh_tsim_run_at(&ts, idx, NULL, 3, NULL, start), 100 + 50 / 0.9 + 50);
-    near(start[1], 0);
-    near(start[2], 50 / 0.9 + 50);
-    double past[] = {0, 50, 0};
-    near(dh_tsim_run_at(&ts, idx, NULL, 3, past, NULL), 100 + 50 / 0.9 + 50);
-    dh_tsim_free(&ts);
-    dh_tsim_t tq = model(ops, 3, 0);
-    near(dh_tsim_run_at(&tq, idx, NULL, 3, rel, start), 350);
-    near(start[2], 100);
-    dh_tsim_free(&tq);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -158,7 +125,6 @@ int main(void)
         cmocka_unit_test(test_event_wait),
         cmocka_unit_test(test_events_per_strand),
         cmocka_unit_test(test_group),
-        cmocka_unit_test(test_release),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
