@@ -61,7 +61,8 @@ dh_add_test(NAME nccl.single COMMAND nccl_test_single LABELS nccl asan tsan TIME
   ENV "LD_PRELOAD=${_nccl_pre}:${_nccl_libs}" "LD_LIBRARY_PATH=${VGPU_LIBDIR}"
       "DHELIX_MODE=stress" "DHELIX_SEED=7" "VGPU_HAZARD=abort" "VGPU_COMM_TIMEOUT=10")
 
-# The whole API of the toolkit's nccl.h is wrapped, and every wrapped name (and its pncclX)
+# The whole API of the toolkit's nccl.h is wrapped (and may be the device API's host functions),
+# and every wrapped name (and its pncclX)
 # exists in the real libnccl.so.2.
 dh_add_test(NAME nccl.api
   COMMAND bash ${_nccl_dir}/check_api.sh $<TARGET_FILE:dhelix_shim> ${DH_CUDA_ROOT}

@@ -14,6 +14,14 @@ real="$cuda/lib64/libnccl.so.2"
 
 declared=$(grep -oE '^[a-zA-Z_][a-zA-Z_ ]*[ *]+nccl[A-Za-z0-9_]+\(' "$header" |
   grep -oE 'nccl[A-Za-z0-9_]+\($' | tr -d '(' | grep -v '^ncclResetDebugInit$' | sort -u)
+# The device API's host functions (nccl_device/*.h, NCCL_EXTERN_C __host__) may be wrapped
+# too: ncclDevCommCreate/Destroy are, as drains (nccl_wrap/nccl_dev.h); the others compute
+# on the host and are classified in preload/entries/host_only.txt (shim.entry_points).
+host_dev=""
+if [ -d "$cuda/include/nccl_device" ]; then
+  host_dev=$(grep -hoE 'NCCL_EXTERN_C +__host__ +[a-zA-Z_]+[ *]+nccl[A-Za-z0-9_]+\(' \
+    "$cuda"/include/nccl_device/*.h | grep -oE 'nccl[A-Za-z0-9_]+\($' | tr -d '(' | sort -u || true)
+fi
 wrapped=$(nm -D --defined-only "$shim" | awk '{print $3}' | sed 's/@.*//' | grep '^nccl' | sort -u)
 real_syms=$(nm -D --defined-only "$real" | awk '{print $3}' | sed 's/@.*//' | sort -u)
 
@@ -27,8 +35,8 @@ for n in $(comm -23 <(echo "$declared") <(echo "$wrapped")); do
   echo "declared in nccl.h but not wrapped: $n"
   status=1
 done
-for n in $(comm -13 <(echo "$declared") <(echo "$wrapped")); do
-  echo "wrapped but not declared in nccl.h: $n"
+for n in $(comm -13 <(printf '%s\n%s\n' "$declared" "$host_dev" | grep . | sort -u) <(echo "$wrapped")); do
+  echo "wrapped but declared in neither nccl.h nor nccl_device/: $n"
   status=1
 done
 for n in $wrapped; do
